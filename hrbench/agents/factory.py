@@ -1,0 +1,19 @@
+"""Build an agent from its declared spec (one place that knows every kind)."""
+
+from __future__ import annotations
+
+from hrbench.agents.base import Agent
+from hrbench.agents.oracle import NopAgent, OracleAgent
+from hrbench.agents.sim import SimAgent
+from hrbench.protocol import AgentSpec, NopAgentSpec, OracleAgentSpec, SimAgentSpec
+
+
+def make_agent(spec: AgentSpec) -> Agent:
+    """A fresh agent instance for one trial."""
+    if isinstance(spec, SimAgentSpec):
+        return SimAgent(spec.sim)
+    if isinstance(spec, OracleAgentSpec):
+        return OracleAgent()
+    if isinstance(spec, NopAgentSpec):
+        return NopAgent()
+    raise TypeError(f"no agent implementation for kind {getattr(spec, 'kind', spec)!r}")

@@ -1,0 +1,132 @@
+"""Simulated agents with known truth (DESIGN §5).
+
+A sim agent acts in the real sandbox: to succeed at a stage it types the reference
+solution, to fail it types the solution with the key step removed, so the real
+verifier judges it. Whether it succeeds is drawn from its declared model:
+
+    p = skill_t * exp(-context_rot * h) * exp(-defect_penalty * D)
+
+h = stage boundaries in the history the harness shows it (compacted boundaries
+count `compaction_retention` each); D = latent defects present in the workspace,
+which the agent finds by looking (its first turn). A passed stage leaves a defect
+with probability `defect_rate`; state repair removes them with everything else.
+Because every ingredient is declared, `sim_truth` gives q_i, r_i, P_expected,
+P_observed and Gamma_H in closed form for any protocol.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+from pydantic import BaseModel
+
+from hrbench.agents.base import Action, Agent, Command, Observation, TrialContext
+from hrbench.protocol import CheckpointProtocol, Condition, SimParams, StatePolicy
+from hrbench.tasks.model import Task
+
+DEFECT_FILE = ".hrbench-sim-defects"
+_PROBE = f"cat {DEFECT_FILE} 2>/dev/null | wc -l"
+
+
+def task_skill(params: SimParams, task_name: str) -> float:
+    """skill_t = skill - spread * u_t, with u_t in [0, 1) fixed by the task name."""
+    u = int(hashlib.sha256(task_name.encode()).hexdigest()[:8], 16) / 16**8
+    return params.skill - params.skill_spread * u
+
+
+class SimAgent(Agent):
+    name = "sim"
+
+    def __init__(self, params: SimParams):
+        self.params = params
+
+    def begin_trial(self, context: TrialContext) -> None:
+        self._task = context.task
+        self._rng = np.random.default_rng(context.seed)
+        self._skill = task_skill(self.params, context.task.name)
+
+    def act(self, observation: Observation) -> Action:
+        if observation.turn == 1:
+            return Action(analysis="look for leftovers of earlier work", commands=[Command(keystrokes=_PROBE)])
+        if observation.turn > 2:
+            return Action(task_complete=True)
+        defects = _last_int(observation.messages[-1].content) if observation.messages else 0
+        h = observation.visible_boundaries + self.params.compaction_retention * _compacted_boundaries(observation)
+        p = self._skill * math.exp(-self.params.context_rot * h - self.params.defect_penalty * defects)
+        # Both draws happen every stage so the random stream does not depend on outcomes.
+        succeed = self._rng.random() < p
+        leave_defect = self._rng.random() < self.params.defect_rate
+        stage = self._task.stage(observation.stage)
+        script = stage.solution_script() if succeed else stage.solution_without_key_step()
+        if succeed and leave_defect:
+            script += f"\necho {stage.name} >> {DEFECT_FILE}\n"
+        return Action(
+            analysis=f"p={p:.4f} h={h:g} defects={defects}",
+            commands=[Command(keystrokes=script)],
+            task_complete=True,
+        )
+
+
+def _last_int(text: str) -> int:
+    for token in reversed(text.split()):
+        if token.isdigit():
+            return int(token)
+    return 0
+
+
+def _compacted_boundaries(observation: Observation) -> float:
+    return sum(float(m.content.split("covers=")[1].split()[0]) for m in observation.messages
+               if m.role == "user" and m.content.startswith("[summary") and "covers=" in m.content)
+
+
+class SimTruth(BaseModel):
+    """Closed-form truth of one sim agent on one task under one condition."""
+
+    task: str
+    condition: str
+    q: list[float]
+    r: list[float]
+    p_expected: float
+    p_observed: float
+    gamma: float
+
+
+def _history_weight(policy: str, retention: float) -> float:
+    """How much each earlier boundary counts in visible history h."""
+    return {"full": 1.0, "matched": 1.0, "reset": 0.0, "fresh": 0.0, "compact": retention, "compacted": retention}[
+        policy
+    ]
+
+
+def sim_truth(params: SimParams, task: Task, condition: Condition, checkpoint: CheckpointProtocol) -> SimTruth:
+    """q_i from the checkpoint protocol (oracle state: no defects); r_i from the natural rollout.
+
+    P(stages 1..i pass) = prod_k p_k e^{-lambda h_k} * prod_{j<i} (1 - delta + delta e^{-kappa (i-j)})
+    under own state, because a defect left at stage j lowers each of the i-j later stages.
+    """
+    n = task.n_stages
+    skill = task_skill(params, task.name)
+    lam, delta, kappa = params.context_rot, params.defect_rate, params.defect_penalty
+    w_ck = _history_weight(checkpoint.history, params.compaction_retention)
+    q = [min(1.0, skill * math.exp(-lam * w_ck * i)) for i in range(n)]
+    w_nat = _history_weight(condition.history.value, params.compaction_retention)
+
+    def survive(i: int) -> float:  # P(first i stages pass) in the natural rollout
+        prob = 1.0
+        for k in range(i):
+            prob *= min(1.0, skill * math.exp(-lam * w_nat * k))
+        if condition.state is StatePolicy.own:
+            for j in range(1, i):
+                prob *= 1 - delta + delta * math.exp(-kappa * (i - j))
+        return prob
+
+    cumulative = [survive(i) for i in range(n + 1)]
+    r = [cumulative[i + 1] / cumulative[i] for i in range(n)]
+    p_exp, p_obs = math.prod(q), cumulative[n]
+    return SimTruth(
+        task=task.name, condition=condition.name, q=q, r=r, p_expected=p_exp, p_observed=p_obs,
+        gamma=math.log(p_exp / p_obs),
+    )
+

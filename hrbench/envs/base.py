@@ -1,0 +1,43 @@
+"""What every environment backend offers the harness: exec, verify, snapshot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import BaseModel
+
+from hrbench.tasks.model import Stage, Task
+
+
+class ExecResult(BaseModel):
+    exit_code: int
+    output: str  # stdout and stderr interleaved, decoded with replacement
+    timed_out: bool = False
+    duration_s: float
+
+
+class VerifierResult(BaseModel):
+    reward: float  # 0..1; a missing reward file counts as 0
+    passed: bool
+    output: str
+    duration_s: float
+    rewards: dict[str, float] = {}  # reward.json subtasks, when the verifier writes them
+
+
+class Environment(Protocol):
+    """One live environment for one trial (start -> agent -> verifier -> close)."""
+
+    task: Task
+
+    def exec(self, command: str, timeout_s: float) -> ExecResult: ...
+
+    def verify(self, stage: Stage) -> VerifierResult: ...
+
+    def save_state(self, dest: Path) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class EnvironmentError_(RuntimeError):
+    """The environment could not be created or used (a harness error, not an agent failure)."""

@@ -1,0 +1,224 @@
+"""The `local` backend: a bubblewrap sandbox around a workspace directory (DESIGN §4).
+
+The sandbox root is bwrap's own tmpfs with read-only binds of /usr and /etc only:
+binding / (or /opt, /var, /home) would expose the task registry, and with it every
+solve.sh and test, to the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from hrbench.envs.base import EnvironmentError_, ExecResult, VerifierResult
+from hrbench.tasks.model import Stage, Task
+
+CHECK_LIBRARY = Path(__file__).resolve().parent.parent / "tasks" / "checks.sh"
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+_ROOT_SYMLINKS = [("usr/bin", "/bin"), ("usr/lib", "/lib"), ("usr/lib64", "/lib64"), ("usr/sbin", "/sbin")]
+
+
+def bwrap_available() -> bool:
+    return shutil.which("bwrap") is not None
+
+
+def _bwrap_base(workspace: Path, workdir: str) -> list[str]:
+    if not bwrap_available():
+        raise EnvironmentError_(
+            "bubblewrap (bwrap) is not installed; the local backend needs it: apt-get install -y bubblewrap"
+        )
+    args = ["bwrap", "--tmpfs", "/", "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+    for target, link in _ROOT_SYMLINKS:
+        if Path(link).is_symlink() or not Path(link).exists():
+            args += ["--symlink", target, link]
+        else:
+            args += ["--ro-bind", link, link]
+    args += [
+        "--dir", str(Path(workdir).parent),
+        "--bind", str(workspace), workdir,
+        "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+        "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+        "--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", "/tmp", "--setenv", "LANG", "C.UTF-8",
+        "--chdir", workdir,
+    ]
+    return args
+
+
+def _run(args: list[str], stdin: str, timeout_s: float, memory_mb: int) -> ExecResult:
+    """Run a sandboxed bash reading its script from stdin, with time and memory limits."""
+    limited = ["prlimit", f"--as={memory_mb * 1024 * 1024}", "--nproc=512", "--"]
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        args + limited + ["/bin/bash", "-s"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    timed_out = False
+    try:
+        out, _ = proc.communicate(stdin.encode(), timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, 9)
+        out, _ = proc.communicate()
+    except BrokenPipeError:
+        out, _ = proc.communicate()
+    return ExecResult(
+        exit_code=proc.returncode if not timed_out else 124,
+        output=out.decode("utf-8", errors="replace"),
+        timed_out=timed_out,
+        duration_s=time.monotonic() - start,
+    )
+
+
+class LocalEnvironment:
+    """A live workspace; every exec is a fresh sandboxed process over the same files."""
+
+    def __init__(self, task: Task, workspace: Path, memory_mb: int = 1024, owns_workspace: bool = True):
+        self.task = task
+        self.workspace = workspace
+        self.memory_mb = memory_mb
+        self._owns = owns_workspace
+
+    def exec(self, command: str, timeout_s: float) -> ExecResult:
+        return _run(_bwrap_base(self.workspace, self.task.workdir), command, timeout_s, self.memory_mb)
+
+    def verify(self, stage: Stage) -> VerifierResult:
+        """Copy the stage's tests in (read-only), run them, read the reward, remove them."""
+        with tempfile.TemporaryDirectory(prefix="hrbench-verify-") as tmp:
+            tests, logs = Path(tmp) / "tests", Path(tmp) / "logs"
+            tests.mkdir()
+            (logs / "verifier").mkdir(parents=True)
+            shutil.copy(CHECK_LIBRARY, tests / "checks.sh")
+            if self.task.shared_tests is not None:
+                shutil.copytree(self.task.shared_tests, tests, dirs_exist_ok=True)
+            shutil.copytree(stage.tests, tests, dirs_exist_ok=True)
+            args = _bwrap_base(self.workspace, self.task.workdir)
+            args[args.index("--chdir"):args.index("--chdir")] = [
+                "--ro-bind", str(tests), "/tests", "--bind", str(logs), "/logs",
+            ]
+            result = _run(args, "bash /tests/test.sh\n", self.task.verifier_timeout_sec, self.memory_mb)
+            reward, rewards = _read_reward(logs / "verifier")
+        return VerifierResult(
+            reward=reward,
+            passed=reward >= 1.0 - 1e-9,
+            output=result.output[-4000:],
+            duration_s=result.duration_s,
+            rewards=rewards,
+        )
+
+    def save_state(self, dest: Path) -> None:
+        copy_tree(self.workspace, dest)
+
+    def close(self) -> None:
+        if self._owns:
+            shutil.rmtree(self.workspace, ignore_errors=True)
+
+
+def _read_reward(folder: Path) -> tuple[float, dict[str, float]]:
+    text_file, json_file = folder / "reward.txt", folder / "reward.json"
+    try:
+        if json_file.is_file():
+            values = {k: float(v) for k, v in json.loads(json_file.read_text()).items()}
+            return (sum(values.values()) / len(values) if values else 0.0), values
+        if text_file.is_file():
+            return max(0.0, min(1.0, float(text_file.read_text().strip()))), {}
+    except (ValueError, AttributeError, json.JSONDecodeError):
+        pass  # an unreadable reward is a failed verification, never a crash
+    return 0.0, {}
+
+
+def copy_tree(src: Path, dest: Path) -> None:
+    """Copy a workspace, sharing blocks where the filesystem allows (reflink)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-a", "--reflink=auto", f"{src}/.", str(dest)], check=True) if dest.exists() else \
+        subprocess.run(["cp", "-a", "--reflink=auto", str(src), str(dest)], check=True)
+
+
+class LocalBackend:
+    """Creates workspaces: e_0 from the task package, e_{i-1} by replaying sigma_1..sigma_{i-1} once."""
+
+    name = "local"
+
+    def __init__(self, cache_dir: Path, scratch_dir: Path | None = None, memory_mb: int = 1024):
+        self.cache_dir = Path(cache_dir)
+        self.scratch_dir = Path(scratch_dir) if scratch_dir else self.cache_dir / "scratch"
+        self.memory_mb = memory_mb
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _lock(self, key: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def check_supported(self, task: Task) -> None:
+        if task.docker_only:
+            raise EnvironmentError_(
+                f"task {task.name!r} needs the docker backend ({task.docker_only}); the local backend skips it"
+            )
+
+    def _state_dir(self, task: Task, stages_done: int) -> Path:
+        return self.cache_dir / "states" / task.name / task.content_hash()[:12] / f"after-{stages_done}"
+
+    def checkpoint_state(self, task: Task, stages_done: int) -> Path:
+        """Snapshot of the oracle state after the first `stages_done` stages, built once and reused."""
+        self.check_supported(task)
+        target = self._state_dir(task, stages_done)
+        with self._lock(str(target)):
+            if target.is_dir():
+                return target
+            building = target.with_name(target.name + f".building-{os.getpid()}")
+            shutil.rmtree(building, ignore_errors=True)
+            if stages_done == 0:
+                building.mkdir(parents=True)
+                self._materialize_initial(task, building)
+            else:
+                copy_tree(self.checkpoint_state(task, stages_done - 1), building)
+                env = LocalEnvironment(task, building, self.memory_mb, owns_workspace=False)
+                stage = task.stages[stages_done - 1]
+                result = env.exec(stage.solution_script(), task.agent_timeout_sec)
+                check = env.verify(stage)
+                if not check.passed:
+                    shutil.rmtree(building, ignore_errors=True)
+                    raise EnvironmentError_(
+                        f"task {task.name!r}: replaying the reference solution of stage {stage.name!r} "
+                        f"did not pass its verifier (reward {check.reward}); run `hrbench tasks audit`.\n"
+                        f"{result.output[-800:]}\n{check.output[-800:]}"
+                    )
+            os.replace(building, target)  # atomic: a crash never leaves a half-built snapshot in use
+            return target
+
+    def _materialize_initial(self, task: Task, dest: Path) -> None:
+        for source, rel in task.initial_files:
+            target = dest / rel if rel else dest
+            if source.is_dir():
+                shutil.copytree(source, target, dirs_exist_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target if rel else dest / source.name)
+        if task.setup_script is not None:
+            env = LocalEnvironment(task, dest, self.memory_mb, owns_workspace=False)
+            result = env.exec(task.setup_script.read_text(), task.agent_timeout_sec)
+            if result.exit_code != 0:
+                raise EnvironmentError_(f"task {task.name!r}: environment/setup.sh failed:\n{result.output[-800:]}")
+
+    def start(self, task: Task, stages_done: int = 0) -> LocalEnvironment:
+        """A fresh private copy of the checkpoint state, for one trial."""
+        snapshot = self.checkpoint_state(task, stages_done)
+        self.scratch_dir.mkdir(parents=True, exist_ok=True)
+        workspace = Path(tempfile.mkdtemp(prefix=f"{task.name}-", dir=self.scratch_dir))
+        copy_tree(snapshot, workspace)
+        return LocalEnvironment(task, workspace, self.memory_mb)
+
+    def restore(self, env: LocalEnvironment, stages_done: int) -> None:
+        """State repair: replace the workspace contents by the oracle state e_{stages_done}."""
+        snapshot = self.checkpoint_state(env.task, stages_done)
+        shutil.rmtree(env.workspace)
+        copy_tree(snapshot, env.workspace)

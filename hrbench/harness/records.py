@@ -1,0 +1,59 @@
+"""Trial rows: one flat record per trial, written to the journal and the parquet tables."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+ExitReason = Literal["passed", "failed", "timeout", "turn_cap", "early_exit", "harness_error"]
+TrialKind = Literal["checkpoint", "natural"]
+
+
+class StageOutcome(BaseModel):
+    stage: str
+    passed: bool
+    reward: float
+    turns: int
+    wall_s: float
+    agent_s: float
+    verifier_s: float
+    exit_reason: ExitReason
+    error: str | None = None
+
+
+class TrialSpec(BaseModel):
+    """Everything that identifies a trial; its key makes runs resumable and idempotent."""
+
+    prereg_sha256: str
+    agent: str
+    condition: str
+    protocol: str  # checkpoint protocol hash, or the natural policy, e.g. "natural-full-own"
+    task: str
+    kind: TrialKind
+    stage: str | None  # checkpoint trials only
+    trial_index: int
+
+    @property
+    def key(self) -> str:
+        return "/".join([
+            self.prereg_sha256[:16], self.agent, self.condition, self.protocol, self.task,
+            f"{self.kind}:{self.stage or 'all'}", str(self.trial_index),
+        ])
+
+
+class TrialRecord(TrialSpec):
+    trial_key: str
+    passed: bool  # checkpoint: the stage passed; natural: every stage passed
+    stages_passed: int  # natural: consecutive stages passed from the start; checkpoint: 0 or 1
+    stopped_stage: str | None  # the stage at which a natural rollout stopped (None if it finished)
+    turns: int
+    wall_s: float
+    agent_s: float
+    verifier_s: float
+    exit_reason: ExitReason
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    stage_outcomes_json: str  # list[StageOutcome] as JSON, kept flat for parquet
+    error: str | None = None

@@ -1,0 +1,147 @@
+"""One study on disk: its tasks, backend, pre-registration and trial journals.
+
+This is the single object the Dagster assets (and the CLI) call; it holds no
+statistics and no Dagster.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pandas as pd
+
+from hrbench.agents.factory import make_agent
+from hrbench.agents.sim import SimTruth, sim_truth
+from hrbench.envs.local import LocalBackend
+from hrbench.harness.records import TrialRecord, TrialSpec
+from hrbench.harness.trials import (
+    TrialJournal, natural_protocol, run_checkpoint_trial, run_natural_trial, run_trials,
+)
+from hrbench.preregistration import Preregistration, freeze
+from hrbench.protocol import LoadedStudy, SimAgentSpec, load_study
+from hrbench.tasks.audit import StageAudit, audit_task
+from hrbench.tasks.loader import load_registry
+from hrbench.tasks.model import Task
+
+
+class StudyRun:
+    """A study bound to an output directory (`out/`: tables, journals, snapshots, report)."""
+
+    def __init__(self, loaded: LoadedStudy, out_dir: str | Path, progress: bool = True):
+        self.loaded = loaded
+        self.study = loaded.study
+        self.out_dir = Path(out_dir).resolve()
+        self.progress = progress
+        self.backend = LocalBackend(
+            cache_dir=self.out_dir / "cache", memory_mb=self.study.checkpoint.budget.memory_mb
+        )
+
+    @classmethod
+    def from_file(cls, study_path: str | Path, out_dir: str | Path, progress: bool = True) -> "StudyRun":
+        return cls(load_study(study_path), out_dir, progress)
+
+    @functools.cached_property
+    def tasks(self) -> list[Task]:
+        return load_registry(self.loaded.registry, self.study.tasks.include)
+
+    def task(self, name: str) -> Task:
+        for t in self.tasks:
+            if t.name == name:
+                return t
+        raise KeyError(f"study {self.study.name!r} has no task {name!r}")
+
+    @functools.cached_property
+    def preregistration(self) -> Preregistration:
+        return freeze(self.study, self.tasks)
+
+    @property
+    def prereg_sha256(self) -> str:
+        return self.preregistration.prereg_sha256
+
+    def weight(self, task: str) -> float:
+        return self.study.tasks.weights.get(task, 1.0)
+
+    # -- tables ---------------------------------------------------------------------------
+
+    def catalog(self) -> pd.DataFrame:
+        """One row per stage: the task's structure, work W, dependency depth and weights."""
+        rows = []
+        for t in self.tasks:
+            for s in t.stages:
+                rows.append({
+                    "task": t.name, "family": t.family, "structure": t.structure, "n_stages": t.n_stages,
+                    "stage": s.name, "stage_index": s.index, "depends_on": ",".join(s.depends_on),
+                    "stage_weight": s.weight, "task_weight": self.weight(t.name), "work_lines": t.work,
+                    "dependency_depth": t.dependency_depth, "docker_only": t.docker_only,
+                    "content_sha256": t.content_hash(),
+                })
+        return self._stamp(pd.DataFrame(rows))
+
+    def audit(self) -> list[StageAudit]:
+        return [row for t in self.tasks for row in audit_task(t, self.backend)]
+
+    def _stamp(self, frame: pd.DataFrame) -> pd.DataFrame:
+        frame.insert(0, "prereg_sha256", self.prereg_sha256)
+        return frame
+
+    def records_table(self, records: list[TrialRecord]) -> pd.DataFrame:
+        return pd.DataFrame([r.model_dump() for r in records])
+
+    # -- trials ---------------------------------------------------------------------------
+
+    def _journal(self, kind: str, agent: str, task: str) -> TrialJournal:
+        return TrialJournal(self.out_dir / "journal" / self.prereg_sha256[:16] / kind / agent / f"{task}.jsonl")
+
+    def checkpoint_specs(self, agent: str, task: str) -> list[TrialSpec]:
+        """m_i trials per stage for every distinct checkpoint protocol the conditions need."""
+        protocols = {self.study.checkpoint_protocol(c).protocol_hash(): c for c in self.study.conditions}
+        t = self.task(task)
+        return [
+            TrialSpec(prereg_sha256=self.prereg_sha256, agent=agent, condition=condition, protocol=phash,
+                      task=task, kind="checkpoint", stage=s.name, trial_index=i)
+            for phash, condition in protocols.items()
+            for s in t.stages
+            for i in range(self.study.trials.checkpoint)
+        ]
+
+    def natural_specs(self, agent: str, task: str) -> list[TrialSpec]:
+        return [
+            TrialSpec(prereg_sha256=self.prereg_sha256, agent=agent, condition=c,
+                      protocol=natural_protocol(self.study.condition(c)), task=task, kind="natural",
+                      stage=None, trial_index=i)
+            for c in self.study.conditions
+            for i in range(self.study.trials.natural)
+        ]
+
+    def run_checkpoint_trials(self, agent: str, task: str) -> list[TrialRecord]:
+        spec_of_agent = self.study.agent(agent)
+        t = self.task(task)
+
+        def execute(spec: TrialSpec) -> TrialRecord:
+            protocol = self.study.checkpoint_protocol(spec.condition)
+            return run_checkpoint_trial(spec, t, make_agent(spec_of_agent), self.backend, protocol, self.study.seed)
+
+        return run_trials(self.checkpoint_specs(agent, task), execute, self._journal("checkpoint", agent, task),
+                          self.study.concurrency, f"checkpoint {agent} {task}", self.progress)
+
+    def run_natural_trials(self, agent: str, task: str) -> list[TrialRecord]:
+        spec_of_agent = self.study.agent(agent)
+        t = self.task(task)
+
+        def execute(spec: TrialSpec) -> TrialRecord:
+            return run_natural_trial(spec, t, make_agent(spec_of_agent), self.backend,
+                                     self.study.condition(spec.condition), self.study.checkpoint.budget,
+                                     self.study.seed)
+
+        return run_trials(self.natural_specs(agent, task), execute, self._journal("natural", agent, task),
+                          self.study.concurrency, f"natural {agent} {task}", self.progress)
+
+    # -- truth (sim agents only) ------------------------------------------------------------
+
+    def truth(self, agent: str, task: str, condition: str = "baseline") -> SimTruth | None:
+        spec = self.study.agent(agent)
+        if not isinstance(spec, SimAgentSpec):
+            return None
+        return sim_truth(spec.sim, self.task(task), self.study.condition(condition),
+                         self.study.checkpoint_protocol(condition))
