@@ -1,0 +1,604 @@
+# hrbench check library (bash).  Verifiers do:  source /tests/checks.sh
+#
+# Functions follow Table 7 of the depth paper (Appendix F):
+#
+#   expect_ok       NAME -- CMD...              CMD exits with status 0
+#   expect_out      NAME PATTERN -- CMD...      a line of CMD's output matches PATTERN (any exit status)
+#   expect_no_out   NAME PATTERN -- CMD...      CMD exits 0 and no output line matches PATTERN
+#   expect_fail     NAME PATTERN -- CMD...      CMD fails and its output matches PATTERN ('' = any output)
+#   expect_eq       NAME ACTUAL EXPECTED [KIND] equal as KIND: text (default) int num[:TOL] version
+#                                               bool set seq exact
+#   expect_file     NAME PATH                   PATH is a non-empty file or a directory
+#   expect_port     NAME HOST PORT              a TCP connection to HOST:PORT succeeds
+#   expect_proc     NAME PROGRAM                a process runs PROGRAM (any path/args, direct or via
+#                                               an interpreter such as python3 / bash / env / timeout)
+#   expect_proc_arg NAME PROGRAM ARG...         such a process has every ARG on its command line
+#   pass NAME  /  fail NAME REASON              record a result the script decides itself
+#   finish                                      MUST be the last line of test.sh: writes
+#                                               ${HRBENCH_LOGS:-/logs}/verifier/reward.txt = 1 iff at
+#                                               least one check ran and every check passed, else 0
+# Readers (print a value on stdout; print nothing and return 1 when it is missing):
+#   field FILE KEY                              value of KEY in a `name: value` / `name=value` file
+#                                               (INI sections allowed: KEY or SECTION.KEY) or JSON
+#                                               (top-level key, or dotted path a.b.0.c); JSON lists
+#                                               print one item per line
+#   column FILE NAME:POS                        a column of a table, one value per line
+#   cell FILE KEYNAME:POS KEYVALUE NAME:POS     column NAME of the first row whose KEYNAME is KEYVALUE
+#   rows FILE [NAME:POS]                        the number of data rows
+#   proc_start PROGRAM                          start time (epoch seconds) of the newest such process
+#
+# CMD is an argv (`expect_ok n -- python3 cli.py list`); a single argument after `--` is run with
+# `bash -c` (`expect_ok n -- 'cut -d, -f1 a.csv | sort -u'`).  stdin of CMD is /dev/null, stdout and
+# stderr are both matched.  Every command runs under `timeout 120` (HRBENCH_CHECK_TIMEOUT overrides).
+# FILE may be `-` (stdin) or a process substitution `<(cmd)`.
+#
+# Comparison: letter case, runs of blanks and blanks around `:` and `=` are ignored in patterns and
+# outputs (PATTERN is an extended regex, matched case-insensitively; an invalid regex is matched as a
+# fixed string).  Key and column names ignore case and treat `-`, `_` and spaces alike.  Values lose
+# surrounding blanks and quotes.  int/num/version compare the first number / dotted version in each
+# value (5.7.21-log == 5.7.21); num uses a relative tolerance of 1e-6 or `num:TOL` absolute.  bool
+# maps yes/true/pass/ok/on/1/y/enabled to true and their opposites to false.  set/seq split lists on
+# newlines, commas or semicolons (else on blanks; surrounding [] removed) and compare normalised items
+# regardless of order and repeats (set) or in order (seq).  An empty EXPECTED value fails, except that
+# two empty sets are equal.  Readers accept a missing header line (then POS is used), tabs, commas
+# (with "quoted, fields"), | tables (markdown separators ignored), aligned columns (split on blanks)
+# and JSON (an array of objects, or an object holding one).
+#
+# No `set -e` here: a failing check never aborts the script.  A script that stops before its last
+# line (`finish`) leaves no reward, which hrbench scores as 0.
+
+_HRB_NPASS=0
+_HRB_NFAIL=0
+_HRB_TIMEOUT="${HRBENCH_CHECK_TIMEOUT:-120}"
+_HRB_LOGDIR="${HRBENCH_LOGS:-/logs}/verifier"
+# A stale reward from an earlier run must never survive a script that stops early.
+rm -f "$_HRB_LOGDIR/reward.txt" 2>/dev/null
+# Results are also appended to a file so that checks run in subshells / pipelines still count.
+_HRB_RESULTS="$(mktemp "${TMPDIR:-/tmp}/hrbchecks.XXXXXX" 2>/dev/null)" || _HRB_RESULTS=""
+
+_hrb_short() { # one line, at most 200 chars
+    local s="${1//$'\n'/ | }"
+    s="${s//$'\r'/}"
+    [ "${#s}" -gt 200 ] && s="${s:0:197}..."
+    printf '%s' "$s"
+}
+
+pass() {
+    printf 'PASS %s\n' "$1"
+    _HRB_NPASS=$((_HRB_NPASS + 1))
+    [ -n "$_HRB_RESULTS" ] && printf 'P %s\n' "$1" >>"$_HRB_RESULTS"
+    return 0
+}
+
+fail() {
+    printf 'FAIL %s: %s\n' "$1" "$(_hrb_short "${2:-failed}")"
+    _HRB_NFAIL=$((_HRB_NFAIL + 1))
+    [ -n "$_HRB_RESULTS" ] && printf 'F %s\n' "$1" >>"$_HRB_RESULTS"
+    return 1
+}
+
+finish() {
+    local np=$_HRB_NPASS nf=$_HRB_NFAIL reward=0
+    if [ -n "$_HRB_RESULTS" ] && [ -f "$_HRB_RESULTS" ]; then
+        np=$(grep -c '^P ' "$_HRB_RESULTS")
+        nf=$(grep -c '^F ' "$_HRB_RESULTS")
+        rm -f "$_HRB_RESULTS"
+    fi
+    if [ "$np" -ge 1 ] && [ "$nf" -eq 0 ]; then reward=1; fi
+    mkdir -p "$_HRB_LOGDIR" 2>/dev/null
+    printf '%s\n' "$reward" >"$_HRB_LOGDIR/reward.txt"
+    printf 'checks: %s passed, %s failed -> reward %s\n' "$np" "$nf" "$reward"
+    return 0
+}
+
+# ---------------------------------------------------------------- running commands
+_hrb_run() { # CMD... -> sets _HRB_OUT (stdout+stderr) and _HRB_RC
+    [ "$1" = "--" ] && shift
+    if [ $# -eq 0 ]; then _HRB_OUT="no command given"; _HRB_RC=127; return; fi
+    if [ $# -eq 1 ]; then set -- bash -c "$1"; fi
+    _HRB_OUT="$(timeout -k 5 "$_HRB_TIMEOUT" "$@" </dev/null 2>&1)"
+    _HRB_RC=$?
+}
+
+_hrb_rcmsg() {
+    case "$_HRB_RC" in
+        124|137) printf 'timed out after %ss' "$_HRB_TIMEOUT" ;;
+        *) printf 'exit status %s' "$_HRB_RC" ;;
+    esac
+}
+
+_hrb_normlines() { # stdin -> normalised lines (blanks collapsed, no blanks around : and =)
+    sed -E 's/[[:space:]]+/ /g; s/ ?([:=]) ?/\1/g; s/^ //; s/ $//'
+}
+
+_hrb_match() { # PATTERN TEXT -> 0 if a normalised line of TEXT matches PATTERN
+    local pat rc
+    pat="$(printf '%s\n' "$1" | _hrb_normlines)"
+    [ -z "$pat" ] && return 0
+    printf '%s\n' "$2" | _hrb_normlines | grep -Eiq -- "$pat" 2>/dev/null
+    rc=$?
+    if [ $rc -eq 2 ]; then
+        printf '%s\n' "$2" | _hrb_normlines | grep -Fiq -- "$pat"
+        rc=$?
+    fi
+    return $rc
+}
+
+expect_ok() {
+    local name="$1"; shift
+    _hrb_run "$@"
+    if [ "$_HRB_RC" -eq 0 ]; then pass "$name"
+    else fail "$name" "$(_hrb_rcmsg); output: $_HRB_OUT"; fi
+}
+
+expect_out() {
+    local name="$1" pat="$2"; shift 2
+    _hrb_run "$@"
+    if _hrb_match "$pat" "$_HRB_OUT"; then pass "$name"
+    else fail "$name" "no output line matches '$pat' ($(_hrb_rcmsg)); output: $_HRB_OUT"; fi
+}
+
+expect_no_out() {
+    local name="$1" pat="$2"; shift 2
+    _hrb_run "$@"
+    if [ "$_HRB_RC" -ne 0 ]; then fail "$name" "$(_hrb_rcmsg); output: $_HRB_OUT"
+    elif [ -n "$pat" ] && _hrb_match "$pat" "$_HRB_OUT"; then
+        fail "$name" "output matches '$pat': $_HRB_OUT"
+    else pass "$name"; fi
+}
+
+expect_fail() {
+    local name="$1" pat="$2"; shift 2
+    _hrb_run "$@"
+    if [ "$_HRB_RC" -eq 0 ]; then fail "$name" "command succeeded but must fail; output: $_HRB_OUT"
+    elif [ "$_HRB_RC" -eq 124 ] || [ "$_HRB_RC" -eq 137 ]; then fail "$name" "$(_hrb_rcmsg)"
+    elif _hrb_match "$pat" "$_HRB_OUT"; then pass "$name"
+    else fail "$name" "failed ($(_hrb_rcmsg)) but no output line matches '$pat'; output: $_HRB_OUT"; fi
+}
+
+expect_file() {
+    local name="$1" path="$2"
+    if [ -z "$path" ]; then fail "$name" "no path given"
+    elif [ -d "$path" ]; then pass "$name"
+    elif [ -f "$path" ] && [ -s "$path" ]; then pass "$name"
+    elif [ -f "$path" ]; then fail "$name" "$path is empty"
+    elif [ -e "$path" ]; then fail "$name" "$path is not a regular file or directory"
+    else fail "$name" "$path does not exist"; fi
+}
+
+expect_port() {
+    local name="$1" host="$2" port="$3"
+    if timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' _ "$host" "$port" 2>/dev/null; then pass "$name"
+    else fail "$name" "no TCP connection to $host:$port"; fi
+}
+
+# ---------------------------------------------------------------- comparing values
+_HRB_CMP_AWK='
+function trim(s) { sub(/^[ \t\r\n]+/, "", s); sub(/[ \t\r\n]+$/, "", s); return s }
+function clean(s,  f, l) {
+    s = trim(s)
+    if (length(s) >= 2) {
+        f = substr(s, 1, 1); l = substr(s, length(s), 1)
+        if ((f == "\"" && l == "\"") || (f == "\047" && l == "\047")) s = trim(substr(s, 2, length(s) - 2))
+    }
+    return s
+}
+function nt(s) {
+    s = tolower(clean(s)); gsub(/[ \t\r\n]+/, " ", s)
+    gsub(/ ?: ?/, ":", s); gsub(/ ?= ?/, "=", s)
+    return trim(s)
+}
+function firstnum(s) {
+    if (match(s, /[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?/)) return substr(s, RSTART, RLENGTH)
+    return ""
+}
+function firstver(s) {
+    if (match(s, /[0-9]+(\.[0-9]+)*/)) return substr(s, RSTART, RLENGTH)
+    return ""
+}
+function boolv(s) {
+    s = nt(s)
+    if (s ~ /^(yes|y|true|t|pass|passed|ok|on|1|enabled|enable)$/) return "true"
+    if (s ~ /^(no|n|false|f|fail|failed|off|0|disabled|disable)$/) return "false"
+    return ""
+}
+function items(s, arr,   n, m, i, parts, it) {
+    s = clean(s)
+    if (substr(s, 1, 1) == "[" && substr(s, length(s), 1) == "]") s = substr(s, 2, length(s) - 2)
+    if (s ~ /[\n,;]/) m = split(s, parts, /[\n,;]/)
+    else m = split(s, parts, /[ \t\r]+/)
+    n = 0
+    for (i = 1; i <= m; i++) { it = nt(parts[i]); if (it != "") arr[++n] = it }
+    return n
+}
+function sortarr(a, n,   i, j, t) {
+    for (i = 2; i <= n; i++) { t = a[i]; j = i - 1; while (j >= 1 && a[j] > t) { a[j + 1] = a[j]; j-- } a[j + 1] = t }
+}
+function uniq(a, n, b,   i, m) {
+    m = 0
+    for (i = 1; i <= n; i++) if (i == 1 || a[i] != a[i - 1]) b[++m] = a[i]
+    return m
+}
+function abs(x) { return x < 0 ? -x : x }
+BEGIN {
+    A = ENVIRON["_HRB_A"]; B = ENVIRON["_HRB_B"]; K = tolower(ENVIRON["_HRB_K"])
+    if (K == "") K = "text"
+    tol = ""
+    if (K ~ /^num:/) { tol = substr(K, 5) + 0; K = "num" }
+    if (K == "set") {
+        na = items(A, xa); nb = items(B, xb)
+        if (nb == 0 && na == 0) exit 0
+        if (nb == 0) { print "expected value is empty"; exit 1 }
+        sortarr(xa, na); sortarr(xb, nb); ua = uniq(xa, na, ya); ub = uniq(xb, nb, yb)
+        if (ua != ub) { print "sets differ in size (" ua " vs " ub " items)"; exit 1 }
+        for (i = 1; i <= ua; i++) if (ya[i] != yb[i]) { print "sets differ (e.g. \047" ya[i] "\047 vs \047" yb[i] "\047)"; exit 1 }
+        exit 0
+    }
+    if (K == "exact") {
+        if (B == "") { print "expected value is empty"; exit 1 }
+        exit (A == B) ? 0 : 1
+    }
+    if (clean(B) == "") { print "expected value is empty"; exit 1 }
+    if (K == "text") exit (nt(A) == nt(B)) ? 0 : 1
+    if (K == "seq") {
+        na = items(A, xa); nb = items(B, xb)
+        if (na != nb) { print "sequences differ in length (" na " vs " nb " items)"; exit 1 }
+        for (i = 1; i <= na; i++) if (xa[i] != xb[i]) { print "item " i " differs: \047" xa[i] "\047 vs \047" xb[i] "\047"; exit 1 }
+        exit 0
+    }
+    if (K == "int" || K == "num") {
+        a = firstnum(A); b = firstnum(B)
+        if (b == "") { print "expected value has no number"; exit 1 }
+        if (a == "") { print "actual value has no number"; exit 1 }
+        a += 0; b += 0
+        if (K == "int") exit (a == b) ? 0 : 1
+        if (tol != "") exit (abs(a - b) <= tol + 1e-12) ? 0 : 1
+        m = abs(a) > abs(b) ? abs(a) : abs(b); if (m < 1) m = 1
+        exit (abs(a - b) <= 1e-6 * m) ? 0 : 1
+    }
+    if (K == "version") {
+        a = firstver(A); b = firstver(B)
+        if (b == "") { print "expected value has no version"; exit 1 }
+        if (a == "") { print "actual value has no version"; exit 1 }
+        na = split(a, pa, "."); nb = split(b, pb, "."); n = na > nb ? na : nb
+        for (i = 1; i <= n; i++) if ((pa[i] + 0) != (pb[i] + 0)) exit 1
+        exit 0
+    }
+    if (K == "bool") {
+        a = boolv(A); b = boolv(B)
+        if (b == "") { print "expected value is not a boolean"; exit 1 }
+        if (a == "") { print "actual value is not a boolean"; exit 1 }
+        exit (a == b) ? 0 : 1
+    }
+    print "unknown kind " K; exit 2
+}'
+
+expect_eq() {
+    local name="$1" actual="$2" expected="$3" kind="${4:-text}" why rc
+    why="$(_HRB_A="$actual" _HRB_B="$expected" _HRB_K="$kind" awk "$_HRB_CMP_AWK" </dev/null)"
+    rc=$?
+    if [ $rc -eq 0 ]; then pass "$name"
+    else
+        [ -n "$why" ] && why="$why; "
+        fail "$name" "${why}got '$(_hrb_short "$actual")', expected '$(_hrb_short "$expected")' ($kind)"
+    fi
+}
+
+# ---------------------------------------------------------------- processes
+_hrb_is_wrapper() {
+    case "$1" in
+        python|python[0-9]*|pypy*|bash|sh|dash|zsh|ksh|perl|perl[0-9]*|ruby*|node|nodejs|php*|java|\
+        env|nohup|timeout|setsid|stdbuf|nice|ionice|exec|sudo|runuser|chronic|flock|tini|dumb-init|uv|uvx|xargs)
+            return 0 ;;
+    esac
+    return 1
+}
+
+_hrb_proc_match() { # PROGRAM ARGV... -> 0 if this argv runs PROGRAM
+    local prog="$1" a b; shift
+    while [ $# -gt 0 ]; do
+        a="$1"; shift
+        b="${a##*/}"
+        if [ "$b" = "$prog" ] || [ "${b%.*}" = "$prog" ] || [ "$a" = "$prog" ]; then return 0; fi
+        _hrb_is_wrapper "$b" || return 1
+        # skip the wrapper's options, env assignments and numeric arguments
+        while [ $# -gt 0 ]; do
+            case "$1" in
+                -m) shift; [ "${1:-}" = "$prog" ] && return 0; return 1 ;;
+                -c|-e|--eval) return 1 ;;
+                -*|*=*|[0-9]*) shift ;;
+                *) break ;;
+            esac
+        done
+    done
+    return 1
+}
+
+_hrb_find_procs() { # PROGRAM -> pids (one per line) of processes running PROGRAM
+    local prog="$1" d pid
+    local -a argv
+    for d in /proc/[0-9]*; do
+        pid="${d#/proc/}"
+        [ "$pid" = "$$" ] && continue
+        [ "$pid" = "$BASHPID" ] && continue
+        argv=()
+        mapfile -d '' -t argv <"$d/cmdline" 2>/dev/null || continue
+        [ ${#argv[@]} -eq 0 ] && continue
+        if _hrb_proc_match "$prog" "${argv[@]}"; then printf '%s\n' "$pid"; fi
+    done
+}
+
+expect_proc() {
+    local name="$1" prog="$2"
+    if [ -n "$(_hrb_find_procs "$prog")" ]; then pass "$name"
+    else fail "$name" "no process runs $prog"; fi
+}
+
+expect_proc_arg() {
+    local name="$1" prog="$2" pid line a ok; shift 2
+    local -a argv
+    for pid in $(_hrb_find_procs "$prog"); do
+        argv=()
+        mapfile -d '' -t argv <"/proc/$pid/cmdline" 2>/dev/null || continue
+        line=" ${argv[*]} "
+        ok=1
+        for a in "$@"; do
+            case "$line" in *"$a"*) ;; *) ok=0; break ;; esac
+        done
+        if [ $ok -eq 1 ]; then pass "$name"; return 0; fi
+    done
+    fail "$name" "no process running $prog has arguments: $*"
+}
+
+proc_start() { # PROGRAM -> epoch seconds of the newest process running it
+    local prog="$1" pid st best="" bestpid="" btime hz rest
+    for pid in $(_hrb_find_procs "$prog"); do
+        rest="$(cat "/proc/$pid/stat" 2>/dev/null)" || continue
+        rest="${rest##*) }"
+        st="$(printf '%s\n' "$rest" | awk '{print $20}')"
+        if [ -z "$best" ] || [ "$st" -gt "$best" ]; then best="$st"; bestpid="$pid"; fi
+    done
+    [ -z "$best" ] && return 1
+    btime="$(awk '/^btime/ {print $2}' /proc/stat)"
+    hz="$(getconf CLK_TCK 2>/dev/null || echo 100)"
+    awk -v b="$btime" -v s="$best" -v h="$hz" 'BEGIN { printf "%.2f\n", b + s / h }'
+}
+
+# ---------------------------------------------------------------- readers
+_hrb_read() { # FILE -> content on stdout ('-' = stdin); 1 if unreadable
+    if [ "$1" = "-" ]; then cat; return 0; fi
+    [ -r "$1" ] || return 1
+    [ -d "$1" ] && return 1
+    cat -- "$1" 2>/dev/null
+}
+
+_hrb_is_json() { # CONTENT -> 0 if it looks like JSON
+    local s="${1#"${1%%[![:space:]]*}"}"
+    case "$s" in
+        \{*) return 0 ;;
+        \[*)
+            local first="${s%%$'\n'*}"
+            # an INI section header such as [server] is not JSON
+            if [[ "$first" =~ ^\[[[:space:]]*[A-Za-z_][A-Za-z0-9_.:\ -]*\][[:space:]]*$ ]]; then return 1; fi
+            return 0 ;;
+    esac
+    return 1
+}
+
+_HRB_JSON_PY='
+import json, re, sys
+def nk(s):
+    return re.sub(r"[-_\s]+", "_", str(s).strip().lower()).strip("_")
+def fmt(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return ""
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True)
+    return str(v)
+def cellfmt(v):
+    return re.sub(r"[\t\r\n]+", " ", fmt(v))
+mode = sys.argv[1]
+try:
+    data = json.loads(sys.stdin.read())
+except Exception:
+    sys.exit(3)
+if mode == "field":
+    key = sys.argv[2]
+    def look(o, k):
+        if isinstance(o, dict):
+            for kk, vv in o.items():
+                if nk(kk) == nk(k):
+                    return True, vv
+        if isinstance(o, list) and k.strip().isdigit() and int(k) < len(o):
+            return True, o[int(k)]
+        return False, None
+    found, v = look(data, key)
+    if not found and "." in key:
+        o, found = data, True
+        for part in key.split("."):
+            f, o = look(o, part)
+            if not f:
+                found = False
+                break
+        v = o
+    if not found:
+        sys.exit(1)
+    if isinstance(v, list):
+        for x in v:
+            print(fmt(x))
+    else:
+        print(fmt(v))
+else:  # table -> TSV
+    t = data
+    if isinstance(t, dict):
+        lists = [v for v in t.values() if isinstance(v, list)]
+        t = lists[0] if len(lists) == 1 else [t]
+    if not isinstance(t, list):
+        sys.exit(1)
+    if t and all(isinstance(r, dict) for r in t):
+        keys = []
+        for r in t:
+            for k in r:
+                if k not in keys:
+                    keys.append(k)
+        print("\t".join(cellfmt(k) for k in keys))
+        for r in t:
+            print("\t".join(cellfmt(r.get(k)) for k in keys))
+    else:
+        for r in t:
+            r = r if isinstance(r, list) else [r]
+            print("\t".join(cellfmt(x) for x in r))
+'
+
+_HRB_FIELD_AWK='
+function trim(s) { sub(/^[ \t\r]+/, "", s); sub(/[ \t\r]+$/, "", s); return s }
+function clean(s,  f, l) {
+    s = trim(s)
+    if (length(s) >= 2) {
+        f = substr(s, 1, 1); l = substr(s, length(s), 1)
+        if ((f == "\"" && l == "\"") || (f == "\047" && l == "\047")) s = trim(substr(s, 2, length(s) - 2))
+    }
+    return s
+}
+function nk(s) { s = tolower(trim(s)); gsub(/[-_ \t]+/, "_", s); sub(/^_+/, "", s); sub(/_+$/, "", s); return s }
+BEGIN { K = nk(ENVIRON["_HRB_K"]); sect = "" }
+{
+    line = $0; sub(/\r$/, "", line)
+    t = trim(line)
+    if (t ~ /^\[[^]]*\]$/) { sect = nk(substr(t, 2, length(t) - 2)); next }
+    if (t ~ /^(#|;)/) next
+    sub(/^export[ \t]+/, "", t)
+    c = index(t, ":"); e = index(t, "=")
+    p = c; if (p == 0 || (e > 0 && e < p)) p = e
+    if (p <= 1) next
+    k = nk(substr(t, 1, p - 1)); v = substr(t, p + 1)
+    if (k == K || (sect != "" && sect "." k == K)) { print clean(v); found = 1; exit }
+}
+END { exit found ? 0 : 1 }'
+
+field() { # FILE KEY
+    local content out rc
+    content="$(_hrb_read "$1")" || return 1
+    if _hrb_is_json "$content"; then
+        out="$(printf '%s' "$content" | python3 -I -S -c "$_HRB_JSON_PY" field "$2" 2>/dev/null)"
+        rc=$?
+        if [ $rc -ne 3 ]; then
+            [ $rc -eq 0 ] && printf '%s\n' "$out"
+            return $rc
+        fi
+    fi
+    printf '%s\n' "$content" | _HRB_K="$2" awk "$_HRB_FIELD_AWK"
+}
+
+_HRB_TSV_AWK='
+function trim(s) { sub(/^[ \t\r]+/, "", s); sub(/[ \t\r]+$/, "", s); return s }
+function clean(s,  f, l) {
+    s = trim(s)
+    if (length(s) >= 2) {
+        f = substr(s, 1, 1); l = substr(s, length(s), 1)
+        if ((f == "\"" && l == "\"") || (f == "\047" && l == "\047")) s = trim(substr(s, 2, length(s) - 2))
+    }
+    return s
+}
+function splitcsv(line, arr,   n, i, c, cur, inq, L) {
+    n = 0; cur = ""; inq = 0; L = length(line)
+    for (i = 1; i <= L; i++) {
+        c = substr(line, i, 1)
+        if (inq) {
+            if (c == "\"") { if (substr(line, i + 1, 1) == "\"") { cur = cur "\""; i++ } else inq = 0 }
+            else cur = cur c
+        } else if (c == "\"" && trim(cur) == "") { inq = 1; cur = "" }
+        else if (c == ",") { arr[++n] = cur; cur = "" }
+        else cur = cur c
+    }
+    arr[++n] = cur
+    return n
+}
+{
+    line = $0; sub(/\r$/, "", line)
+    if (line ~ /^[ \t]*$/) next
+    if (line ~ /^[ \t|+:=-]*$/) next
+    if (fmt == "") {
+        if (index(line, "|")) fmt = "pipe"
+        else if (index(line, "\t")) fmt = "tab"
+        else if (index(line, ",")) fmt = "csv"
+        else fmt = "ws"
+    }
+    if (fmt == "pipe") {
+        sub(/^[ \t]*\|/, "", line); sub(/\|[ \t]*$/, "", line)
+        n = split(line, arr, "|")
+    } else if (fmt == "tab") n = split(line, arr, "\t")
+    else if (fmt == "csv") n = splitcsv(line, arr)
+    else n = split(line, arr)
+    out = ""
+    for (i = 1; i <= n; i++) { v = clean(arr[i]); gsub(/\t/, " ", v); out = out (i > 1 ? "\t" : "") v }
+    print out
+}'
+
+_HRB_TQ_AWK='
+function trim(s) { sub(/^[ \t\r]+/, "", s); sub(/[ \t\r]+$/, "", s); return s }
+function nk(s) { s = tolower(trim(s)); gsub(/[-_ \t]+/, "_", s); sub(/^_+/, "", s); sub(/_+$/, "", s); return s }
+function nt(s) { s = tolower(trim(s)); gsub(/[ \t]+/, " ", s); gsub(/ ?: ?/, ":", s); gsub(/ ?= ?/, "=", s); return s }
+function isnum(s) { return s ~ /^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?%?$/ }
+function spec(s, which,   p, nm, ps) {   # sets SN[which], SP[which]
+    nm = s; ps = 0
+    p = match(s, /:[0-9]+$/)
+    if (p) { nm = substr(s, 1, p - 1); ps = substr(s, p + 1) + 0 }
+    else if (s ~ /^[0-9]+$/) { nm = ""; ps = s + 0 }
+    SN[which] = nk(nm); SP[which] = ps
+}
+function byname(which,   i) {
+    if (SN[which] == "") return 0
+    for (i = 1; i <= nc[1]; i++) if (nk(C[1, i]) == SN[which]) return i
+    return 0
+}
+function guesshdr(   i, j, anynum) {
+    if (nr < 2) return 0
+    for (i = 1; i <= nc[1]; i++) if (isnum(C[1, i])) return 0
+    for (j = 2; j <= nr; j++) for (i = 1; i <= nc[j]; i++) if (isnum(C[j, i])) return 1
+    return 0
+}
+BEGIN { FS = "\t"; mode = ENVIRON["_HRB_MODE"] }
+{ nr++; nc[nr] = NF; for (i = 1; i <= NF; i++) C[nr, i] = $i }
+END {
+    spec(ENVIRON["_HRB_S1"], 1); spec(ENVIRON["_HRB_S2"], 2)
+    hdr = -1
+    col1 = byname(1); if (col1) hdr = 1
+    if (mode == "cell") { col2 = byname(2); if (col2) hdr = 1 }
+    if (mode == "rows" && SN[1] == "" && SP[1] == 0) { print (nr - guesshdr()); exit 0 }
+    if (hdr < 0) hdr = guesshdr()
+    if (!col1) col1 = SP[1]
+    if (mode == "cell" && !col2) col2 = SP[2]
+    if (!col1 || (mode == "cell" && !col2)) exit 1
+    if (mode == "rows") { print nr - hdr; exit 0 }
+    if (mode == "column") { for (j = 1 + hdr; j <= nr; j++) print C[j, col1]; exit 0 }
+    want = nt(ENVIRON["_HRB_KV"])
+    for (j = 1 + hdr; j <= nr; j++) if (nt(C[j, col1]) == want) { print C[j, col2]; exit 0 }
+    exit 1
+}'
+
+_hrb_table() { # FILE -> TSV rows on stdout
+    local content out rc
+    content="$(_hrb_read "$1")" || return 1
+    if _hrb_is_json "$content"; then
+        out="$(printf '%s' "$content" | python3 -I -S -c "$_HRB_JSON_PY" table 2>/dev/null)"
+        rc=$?
+        if [ $rc -ne 3 ]; then
+            [ $rc -eq 0 ] && [ -n "$out" ] && printf '%s\n' "$out"
+            return $rc
+        fi
+    fi
+    printf '%s\n' "$content" | awk "$_HRB_TSV_AWK"
+}
+
+_hrb_tq() { # MODE FILE SPEC1 [KEYVALUE SPEC2]
+    local tsv
+    tsv="$(_hrb_table "$2")" || return 1
+    printf '%s\n' "$tsv" | sed '/^$/d' | _HRB_MODE="$1" _HRB_S1="$3" _HRB_KV="$4" _HRB_S2="$5" awk "$_HRB_TQ_AWK"
+}
+
+column() { _hrb_tq column "$1" "$2"; }                 # FILE NAME:POS
+cell() { _hrb_tq cell "$1" "$2" "$3" "$4"; }           # FILE KEYNAME:POS KEYVALUE NAME:POS
+rows() { _hrb_tq rows "$1" "${2:-}"; }                 # FILE [NAME:POS]
