@@ -87,6 +87,9 @@ CONDITIONS: dict[str, Condition] = {
 }
 
 
+AGENT_ID = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", description="partition key of the agent: lower case, digits, . _ -")
+
+
 class SimParams(Frozen):
     """Declared behaviour of a simulated agent (DESIGN §5); its truth is computable."""
 
@@ -103,17 +106,17 @@ class SimParams(Frozen):
 
 
 class OracleAgentSpec(Frozen):
-    id: str
+    id: str = AGENT_ID
     kind: Literal["oracle"]
 
 
 class NopAgentSpec(Frozen):
-    id: str
+    id: str = AGENT_ID
     kind: Literal["nop"]
 
 
 class SimAgentSpec(Frozen):
-    id: str
+    id: str = AGENT_ID
     kind: Literal["sim"]
     sim: SimParams = SimParams()
 

@@ -76,12 +76,12 @@ class StudyRun:
                     "dependency_depth": t.dependency_depth, "docker_only": t.docker_only,
                     "content_sha256": t.content_hash(),
                 })
-        return self._stamp(pd.DataFrame(rows))
+        return self.stamp(pd.DataFrame(rows))
 
     def audit(self) -> list[StageAudit]:
         return [row for t in self.tasks for row in audit_task(t, self.backend)]
 
-    def _stamp(self, frame: pd.DataFrame) -> pd.DataFrame:
+    def stamp(self, frame: pd.DataFrame) -> pd.DataFrame:
         frame.insert(0, "prereg_sha256", self.prereg_sha256)
         return frame
 

@@ -1,0 +1,86 @@
+"""Asset checks that enforce the order and completeness of evidence (DESIGN §8)."""
+
+
+import pandas as pd
+from dagster import (
+    AssetCheckExecutionContext, AssetCheckResult, AssetChecksDefinition, AssetKey, AssetRecordsFilter,
+    MultiPartitionsDefinition, asset_check,
+)
+
+from resources.study import StudyResource
+
+EXPECTED_BEFORE_OBSERVED = "expected_success_precedes_natural_trials"
+TRIAL_COUNTS = "trial_counts_match_preregistration"
+
+
+def _latest(context: AssetCheckExecutionContext, asset: str, partition: str):
+    records = context.instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[partition]), limit=1
+    ).records
+    return records[0] if records else None
+
+
+def _text(record, key: str) -> str | None:
+    value = record.asset_materialization.metadata.get(key) if record else None
+    return getattr(value, "value", value)
+
+
+def build_study_checks(agent_task: MultiPartitionsDefinition) -> list[AssetChecksDefinition]:
+    @asset_check(asset="natural_trials", name=EXPECTED_BEFORE_OBSERVED, blocking=True, partitions_def=agent_task,
+                 description="P_expected must be materialized, under the same pre-registration, before any "
+                             "natural rollout of that agent is used (evidence order, DESIGN §8).")
+    def expected_success_precedes_natural_trials(context: AssetCheckExecutionContext) -> AssetCheckResult:
+        key = context.partition_key
+        agent = key.keys_by_dimension["agent"]  # type: ignore[attr-defined]
+        natural = _latest(context, "natural_trials", str(key))
+        prereg = _text(natural, "prereg_sha256")
+        expected = context.instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey("expected_success"), asset_partitions=[agent],
+                               before_timestamp=natural.timestamp if natural else None),
+            limit=50,
+        ).records
+        matching = [r for r in expected if _text(r, "prereg_sha256") == prereg]
+        if not matching:
+            return AssetCheckResult(
+                passed=False,
+                description=(
+                    f"no expected_success for agent {agent!r} with prereg_sha256 {str(prereg)[:12]}… was "
+                    "materialized before these natural trials; materialize expected_success first "
+                    "(the prediction must be fixed before observing end-to-end success)"
+                ),
+                metadata={"agent": agent, "prereg_sha256": str(prereg)},
+            )
+        return AssetCheckResult(passed=True, metadata={
+            "agent": agent, "prereg_sha256": str(prereg), "expected_success_timestamp": matching[0].timestamp,
+        })
+
+    @asset_check(asset="checkpoint_trials", name=TRIAL_COUNTS, blocking=True, partitions_def=agent_task,
+                 description="Every stage has exactly the pre-registered m_i checkpoint trials, no key twice.")
+    def checkpoint_trial_counts(context: AssetCheckExecutionContext, study: StudyResource,
+                                checkpoint_trials: pd.DataFrame) -> AssetCheckResult:
+        return _count_check(context, study, checkpoint_trials, "checkpoint")
+
+    @asset_check(asset="natural_trials", name=TRIAL_COUNTS, blocking=True, partitions_def=agent_task,
+                 description="Exactly the pre-registered m_0 natural rollouts per condition, no key twice.")
+    def natural_trial_counts(context: AssetCheckExecutionContext, study: StudyResource,
+                             natural_trials: pd.DataFrame) -> AssetCheckResult:
+        return _count_check(context, study, natural_trials, "natural")
+
+    return [expected_success_precedes_natural_trials, checkpoint_trial_counts, natural_trial_counts]
+
+
+def _count_check(context: AssetCheckExecutionContext, study: StudyResource, trials: pd.DataFrame,
+                 kind: str) -> AssetCheckResult:
+    run = study.run()
+    keys = context.partition_key.keys_by_dimension  # type: ignore[attr-defined]
+    specs = (run.checkpoint_specs if kind == "checkpoint" else run.natural_specs)(keys["agent"], keys["task"])
+    expected = {s.key for s in specs}
+    got = list(trials["trial_key"]) if len(trials) else []
+    missing, extra = expected - set(got), set(got) - expected
+    duplicates = len(got) - len(set(got))
+    ok = not missing and not extra and not duplicates and (trials["prereg_sha256"] == run.prereg_sha256).all()
+    return AssetCheckResult(
+        passed=bool(ok),
+        description=None if ok else f"{len(missing)} missing, {len(extra)} unexpected, {duplicates} duplicated trial keys",
+        metadata={"expected": len(expected), "rows": len(got), "missing": len(missing), "duplicates": duplicates},
+    )

@@ -1,0 +1,138 @@
+"""From trial tables to the method's tables: stage estimates, expected, observed, residuals.
+
+Thin glue between stored trial rows and the pure estimators in `hrbench.stats`;
+every number is computed there. Sim agents' closed-form truth is attached beside
+the estimates so the pipeline can be checked against it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from hrbench import stats
+from hrbench.stats.data import TaskOutcomes
+from hrbench.stats.estimate import estimate_task
+from hrbench.study_run import StudyRun
+
+
+def task_outcomes(run: StudyRun, checkpoint: pd.DataFrame, natural: pd.DataFrame, condition: str) -> list[TaskOutcomes]:
+    """Per-task trial outcomes of one agent under one condition, stages in path order."""
+    phash = run.study.checkpoint_protocol(condition).protocol_hash()
+    ck = checkpoint[checkpoint["protocol"] == phash]
+    nat = natural[natural["condition"] == condition]
+    outcomes = []
+    for task in run.tasks:
+        t_ck = ck[ck["task"] == task.name]
+        t_nat = nat[nat["task"] == task.name]
+        if t_ck.empty and t_nat.empty:
+            continue
+        passes = tuple(
+            t_ck[t_ck["stage"] == s.name].sort_values("trial_index")["passed"].to_numpy(dtype=np.int64)
+            for s in task.stages
+        )
+        missing = [s.name for s, p in zip(task.stages, passes) if p.size == 0]
+        if missing or t_nat.empty:
+            raise ValueError(f"task {task.name!r} ({condition}): no checkpoint trials for stages {missing}"
+                             if missing else f"task {task.name!r} ({condition}): no natural trials")
+        outcomes.append(TaskOutcomes(
+            name=task.name, family=task.family, weight=run.weight(task.name), checkpoint_passes=passes,
+            natural_depths=t_nat.sort_values("trial_index")["stages_passed"].to_numpy(dtype=np.int64),
+        ))
+    return outcomes
+
+
+def stage_estimates(run: StudyRun, agent: str, checkpoint: pd.DataFrame) -> pd.DataFrame:
+    """q̂_i with Wilson intervals per condition, task and stage (checkpoint trials only)."""
+    rows = []
+    for condition in run.study.conditions:
+        phash = run.study.checkpoint_protocol(condition).protocol_hash()
+        ck = checkpoint[checkpoint["protocol"] == phash]
+        for task in run.tasks:
+            truth = run.truth(agent, task.name, condition)
+            for s in task.stages:
+                passes = ck[(ck["task"] == task.name) & (ck["stage"] == s.name)]["passed"].to_numpy(dtype=np.int64)
+                k, m = int(passes.sum()), int(passes.size)
+                est = estimate_task(TaskOutcomes(task.name, task.family, 1.0, (passes,), np.array([0])),
+                                    run.study.zero_rule)
+                rows.append({
+                    "agent": agent, "condition": condition, "protocol": phash, "task": task.name,
+                    "family": task.family, "stage": s.name, "stage_index": s.index, "k": k, "m": m,
+                    "q_hat": est.q[0], "q_ci_low": est.q_ci_low[0], "q_ci_high": est.q_ci_high[0],
+                    "true_q": truth.q[s.index] if truth else None,
+                })
+    return run.stamp(pd.DataFrame(rows))
+
+
+def expected_success(run: StudyRun, agent: str, estimates: pd.DataFrame) -> pd.DataFrame:
+    """P_expected per condition and task: the product of the stage estimates along the path."""
+    rows = []
+    for (condition, task), group in estimates.groupby(["condition", "task"], sort=False):
+        truth = run.truth(agent, task, condition)
+        rows.append({
+            "agent": agent, "condition": condition, "task": task, "family": group["family"].iloc[0],
+            "weight": run.weight(task), "n_stages": len(group),
+            "p_expected": float(np.prod(group.sort_values("stage_index")["q_hat"].to_numpy())),
+            "true_p_expected": truth.p_expected if truth else None,
+        })
+    return run.stamp(pd.DataFrame(rows))
+
+
+def observed_success(run: StudyRun, agent: str, checkpoint: pd.DataFrame, natural: pd.DataFrame) -> pd.DataFrame:
+    """r̂_i = passed_i / reached_i per stage and P̂_observed per task, from natural rollouts."""
+    rows = []
+    for condition in run.study.conditions:
+        for t in task_outcomes(run, checkpoint, natural, condition):
+            est = estimate_task(t, run.study.zero_rule)
+            truth = run.truth(agent, t.name, condition)
+            task = run.task(t.name)
+            for s in task.stages:
+                rows.append({
+                    "agent": agent, "condition": condition, "task": t.name, "family": t.family,
+                    "stage": s.name, "stage_index": s.index, "reached": est.reached[s.index],
+                    "passed": est.passed[s.index], "r_hat": est.r[s.index],
+                    "true_r": truth.r[s.index] if truth else None,
+                    "m0": int(t.natural_depths.size), "k0": int((t.natural_depths == t.n_stages).sum()),
+                    "p_observed": est.p_observed, "true_p_observed": truth.p_observed if truth else None,
+                })
+    return run.stamp(pd.DataFrame(rows))
+
+
+def horizon_residuals(run: StudyRun, agent: str, checkpoint: pd.DataFrame, natural: pd.DataFrame) -> pd.DataFrame:
+    """Γ̂ with intervals for every task, family and overall, per condition, with sim truth."""
+    study = run.study
+    frames = []
+    for condition in study.conditions:
+        outcomes = task_outcomes(run, checkpoint, natural, condition)
+        rows = stats.residual_table(
+            outcomes, zero_rule=study.zero_rule, n_boot=study.bootstrap.n_boot, seed=study.bootstrap.seed,
+            level=study.bootstrap.level, high=study.quadrant.high, low=study.quadrant.low,
+        )
+        truths = {t.name: run.truth(agent, t.name, condition) for t in outcomes}
+        weights = {t.name: t.weight for t in outcomes}
+        families = {t.name: t.family for t in outcomes}
+        table = pd.DataFrame([r.model_dump() if hasattr(r, "model_dump") else dict(r.__dict__) for r in rows])
+        table.insert(0, "condition", condition)
+        table.insert(0, "agent", agent)
+        table["true_gamma"] = [
+            _true_gamma(scope, name, truths, weights, families) for scope, name in zip(table["scope"], table["name"])
+        ]
+        for column in ("stage_terms", "stage_term_ci"):
+            if column in table:
+                table[column] = [json.dumps(v) if v is not None else None for v in table[column]]
+        frames.append(table)
+    return run.stamp(pd.concat(frames, ignore_index=True))
+
+
+def _true_gamma(scope: str, name: str, truths: dict, weights: dict, families: dict) -> float | None:
+    """Truth of the same estimand: compose within task, aggregate with the same weights."""
+    if any(t is None for t in truths.values()):
+        return None
+    members = {"task": [name], "family": [t for t in truths if families[t] == name], "all": list(truths)}[scope]
+    w = np.array([weights[t] for t in members])
+    p_exp = float(np.dot(w, [truths[t].p_expected for t in members]) / w.sum())
+    p_obs = float(np.dot(w, [truths[t].p_observed for t in members]) / w.sum())
+    return float(np.log(p_exp / p_obs))
+

@@ -1,0 +1,131 @@
+"""The `hrbench` command line.
+
+The Dagster-facing commands (demo, run, ui) import `pipelines` inside the command,
+so the core stays importable without Dagster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from hrbench.envs.local import LocalBackend
+from hrbench.protocol import DEMO_STUDY, BUILTIN_REGISTRY, StudyError
+from hrbench.tasks.audit import audit_task
+from hrbench.tasks.loader import load_registry, load_task
+from hrbench.tasks.model import TaskError
+
+app = typer.Typer(help="hrbench: horizon residuals of agents on long tasks.", no_args_is_help=True)
+tasks_app = typer.Typer(help="Task packages: list and audit.", no_args_is_help=True)
+app.add_typer(tasks_app, name="tasks")
+console = Console()
+err = Console(stderr=True)
+
+
+def _run(study: Path, out: Path) -> None:
+    from pipelines.materialize import StudyFailed, run_study  # Dagster only behind this command
+
+    try:
+        run = run_study(study, out, console=err)
+    except (StudyFailed, StudyError, TaskError) as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from exc
+    summary = json.loads((run.out_dir / "summary.json").read_text())
+    table = Table(title=f"Horizon residuals · {summary['study']} · prereg {summary['prereg_sha256'][:12]}")
+    for column in ("agent", "scope", "name", "P_exp", "P_obs", "Γ", "95% CI", "true Γ"):
+        table.add_column(column, justify="right" if column not in ("agent", "scope", "name") else "left")
+    for r in summary["residuals"]:
+        if r["scope"] == "task":
+            continue
+        fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
+        table.add_row(r["agent"], r["scope"], r["name"], fmt(r["p_expected"]), fmt(r["p_observed"]),
+                      fmt(r["gamma"]), f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]", fmt(r["true_gamma"]))
+    console.print(table)
+    console.print(f"report: {run.out_dir / 'report.html'}")
+    console.print(f"summary: {run.out_dir / 'summary.json'}")
+
+
+@app.command()
+def demo(out: Path = typer.Option(Path("demo-out"), help="output directory")) -> None:
+    """Run the built-in demo study (local sandbox, simulated agents, local storage)."""
+    _run(DEMO_STUDY, out)
+
+
+@app.command()
+def run(study: Path = typer.Argument(..., help="study YAML file"),
+        out: Path = typer.Option(Path("out"), help="output directory")) -> None:
+    """Run a pre-registered study end to end; re-running resumes from the trial journals."""
+    _run(study, out)
+
+
+@tasks_app.command("list")
+def tasks_list(registry: Path = typer.Option(BUILTIN_REGISTRY, help="directory of task packages")) -> None:
+    """List task packages with family, structure, stages, work W and dependency depth."""
+    try:
+        tasks = load_registry(registry)
+    except TaskError as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from exc
+    table = Table(title=f"tasks in {registry}")
+    for column in ("task", "family", "structure", "stages", "W", "H_dep", "backend"):
+        table.add_column(column)
+    for t in tasks:
+        table.add_row(t.name, t.family, t.structure, str(t.n_stages), str(t.work), str(t.dependency_depth),
+                      "docker-only" if t.docker_only else "local")
+    console.print(table)
+
+
+@tasks_app.command("audit")
+def tasks_audit(paths: list[Path] = typer.Argument(None, help="task package directories (default: every built-in task)"),
+                registry: Path = typer.Option(BUILTIN_REGISTRY, help="registry used when no paths are given")) -> None:
+    """Verifier audit: reference = 1, nothing = 0, key step removed = stage fails. Exit 1 on any problem."""
+    import tempfile
+
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="hrbench-audit-") as tmp:
+        backend = LocalBackend(Path(tmp))
+        try:
+            tasks = [load_task(p) for p in paths] if paths else load_registry(registry)
+        except TaskError as exc:
+            err.print(f"[red]FAIL[/] {exc}")
+            raise typer.Exit(1) from exc
+        for task in tasks:
+            rows = audit_task(task, backend)
+            bad = [r for r in rows if not r.ok]
+            failures += len(bad)
+            status = "[green]ok[/]" if not bad else "[red]FAIL[/]"
+            console.print(f"{status} {task.name} ({task.n_stages} stages)")
+            for r in bad:
+                console.print(f"    stage {r.stage}: {r.problem}")
+    if failures:
+        err.print(f"[red]{failures} stage(s) failed the audit[/]")
+        raise typer.Exit(1)
+    console.print("all tasks pass the verifier audit")
+
+
+@app.command()
+def ui(out: Path = typer.Option(Path("out"), help="output directory of the study to show"),
+       study: Path = typer.Option(DEMO_STUDY, help="study YAML file"),
+       port: int = typer.Option(3000)) -> None:
+    """Open the Dagster UI on a study (its instance lives under OUT/.dagster)."""
+    home = (out / ".dagster").resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "DAGSTER_HOME": str(home), "HRBENCH_STUDY": str(study.resolve()),
+           "HRBENCH_OUT": str(out.resolve())}
+    root = Path(__file__).resolve().parent.parent
+    # dagster dev ignores SIGINT/SIGTERM when started from some shells; restore defaults before exec.
+    command = [sys.executable, "-m", "dagster", "dev", "-w", str(root / "workspace.yaml"), "-p", str(port)]
+    subprocess.run(command, env=env, cwd=root, preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL),
+                                                                   signal.signal(signal.SIGTERM, signal.SIG_DFL)))
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,38 @@
+"""summary.json: the residual table in a stable, machine-readable form."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from hrbench.study_run import StudyRun
+
+SUMMARY_FIELDS = [
+    "agent", "condition", "scope", "name", "p_expected", "p_observed", "gamma", "ci_low", "ci_high",
+    "trial_ci_low", "trial_ci_high", "se_delta", "ci_method", "zero_rule_applied", "quadrant", "true_gamma",
+]
+
+
+def _clean(value: object) -> object:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if hasattr(value, "item"):  # numpy scalars
+        return _clean(value.item())
+    return value
+
+
+def summary_rows(residuals: pd.DataFrame) -> list[dict]:
+    rows = []
+    for record in residuals.to_dict(orient="records"):
+        rows.append({f: _clean(record.get(f)) for f in SUMMARY_FIELDS})
+    return rows
+
+
+def write_summary(run: StudyRun, residuals: pd.DataFrame, path: Path) -> Path:
+    body = {"study": run.study.name, "prereg_sha256": run.prereg_sha256, "residuals": summary_rows(residuals)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(body, indent=2) + "\n")
+    return path
