@@ -1,0 +1,17 @@
+#!/bin/bash
+source /tests/checks.sh
+L=/app/ledger.py
+expect_file ledger_cli "$L"
+expect_file ledger_db /app/ledger.db
+expect_eq table_columns "$(python3 -c 'import sqlite3; print(",".join(r[1] for r in sqlite3.connect("file:/app/ledger.db?mode=ro", uri=True).execute("PRAGMA table_info(expenses)")))' 2>&1)" "id,day,category,amount_cents,note" seq
+D=/tmp/t.db
+expect_ok init_twice -- bash -c "python3 $L --db $D init && python3 $L --db $D init"
+expect_out add_1 '^added [0-9]+$' -- python3 "$L" --db "$D" add 2024-05-02 food 12.5 --note lunch
+expect_out add_2 '^added [0-9]+$' -- python3 "$L" --db "$D" add 2024-05-03 food 7
+expect_out add_3 '^added [0-9]+$' -- python3 "$L" --db "$D" add 2024-05-03 books 19.99
+expect_eq stored_cents "$(python3 -c 'import sqlite3; print(";".join(f"{d}|{c}|{a}" for d, c, a in sqlite3.connect("/tmp/t.db").execute("SELECT day, category, amount_cents FROM expenses ORDER BY id")))' 2>&1)" \
+    "2024-05-02|food|1250;2024-05-03|food|700;2024-05-03|books|1999" seq
+expect_eq note "$(python3 -c 'import sqlite3; print(sqlite3.connect("/tmp/t.db").execute("SELECT note FROM expenses WHERE amount_cents = 1250").fetchone()[0])' 2>&1)" lunch
+expect_out total_all '^total:39\.49$' -- python3 "$L" --db "$D" total
+expect_out total_food '^total:19\.50$' -- python3 "$L" --db "$D" total --category food
+finish
