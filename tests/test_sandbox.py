@@ -1,0 +1,102 @@
+"""Protects the local sandbox's isolation: the agent sees its workspace and nothing it must not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hrbench.envs.local import LocalBackend, LocalEnvironment
+from hrbench.tasks.loader import load_task
+from tests.conftest import TINY_TASK
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    backend = LocalBackend(tmp_path / "cache")
+    environment = backend.start(load_task(TINY_TASK), 1)
+    yield environment
+    environment.close()
+
+
+def test_agent_cannot_find_any_solution_or_stage_test(env: LocalEnvironment):
+    result = env.exec("find / -xdev \\( -name solve.sh -o -name test.sh -o -name checks.sh \\) 2>/dev/null; "
+                      "ls /tests /logs 2>&1; echo done", 30)
+    assert "solve.sh" not in result.output and "test.sh" not in result.output
+    assert "No such file or directory" in result.output and result.output.strip().endswith("done")
+    registry_probe = env.exec(f"cat {TINY_TASK}/steps/double/solution/solve.sh 2>&1", 10)
+    assert registry_probe.exit_code != 0 and "No such file" in registry_probe.output
+
+
+def test_agent_workspace_holds_the_checkpoint_state_only(env: LocalEnvironment):
+    result = env.exec("pwd; ls -A", 10)
+    assert result.output.split() == ["/app", "a.txt", "seed.txt"]
+
+
+def test_agent_cannot_reach_the_network(env: LocalEnvironment):
+    probe = """python3 - <<'PY'
+import os, socket
+try:
+    socket.create_connection(("1.1.1.1", 80), timeout=3); print("CONNECTED")
+except OSError as e:
+    print("BLOCKED", e)
+try:
+    socket.getaddrinfo("pypi.org", 443); print("RESOLVED")
+except OSError as e:
+    print("NORESOLVE", e)
+print("LINKS", sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") else [])
+PY"""
+    result = env.exec(probe, 30)
+    assert "BLOCKED" in result.output and "CONNECTED" not in result.output
+    assert "NORESOLVE" in result.output and "RESOLVED\n" not in result.output
+
+
+def test_agent_cannot_write_outside_its_workspace(env: LocalEnvironment, tmp_path: Path):
+    marker = tmp_path / "escape.txt"
+    result = env.exec(f"touch /usr/escape 2>&1; touch /etc/escape 2>&1; echo x > {marker} 2>&1; "
+                      "touch /tmp/ok && echo tmp-ok; touch /app/ok && echo app-ok", 10)
+    assert result.output.count("Read-only file system") >= 2
+    assert not marker.exists() and not Path("/usr/escape").exists()
+    assert "tmp-ok" in result.output and "app-ok" in result.output
+    assert (env.workspace / "ok").exists()
+
+
+def test_command_timeout_kills_the_command(env: LocalEnvironment):
+    result = env.exec("sleep 30", 1.0)
+    assert result.timed_out and result.duration_s < 10
+
+
+def test_memory_limit_stops_a_hungry_process(tmp_path: Path):
+    env = LocalBackend(tmp_path / "cache", memory_mb=128).start(load_task(TINY_TASK), 0)
+    try:
+        result = env.exec("python3 -c \"x = bytearray(512 * 1024 * 1024); print('allocated')\" 2>&1", 30)
+        assert "allocated" not in result.output and "MemoryError" in result.output
+    finally:
+        env.close()
+
+
+def test_verifier_sees_tests_but_they_are_gone_afterwards(env: LocalEnvironment):
+    stage = load_task(TINY_TASK).stage("double")
+    assert env.verify(stage).reward == 0.0  # nothing done yet
+    env.exec(stage.solution_script(), 10)
+    assert env.verify(stage).passed
+    after = env.exec("ls /tests 2>&1; ls -A /app", 10)
+    assert "No such file" in after.output and "test.sh" not in after.output
+
+
+def test_checkpoint_snapshot_is_built_once_and_copied_per_trial(tmp_path: Path):
+    backend = LocalBackend(tmp_path / "cache")
+    task = load_task(TINY_TASK)
+    first = backend.checkpoint_state(task, 2)
+    stamp = first.stat().st_mtime_ns
+    env_a, env_b = backend.start(task, 2), backend.start(task, 2)
+    try:
+        env_a.exec("echo changed > b.txt", 10)
+        assert (env_b.workspace / "b.txt").read_text().strip() == "8"
+        assert backend.checkpoint_state(task, 2).stat().st_mtime_ns == stamp
+        assert (first / "b.txt").read_text().strip() == "8"
+    finally:
+        env_a.close()
+        env_b.close()
