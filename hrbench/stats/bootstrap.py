@@ -1,0 +1,377 @@
+"""Vectorized, seeded bootstrap over task units.
+
+Two resampling schemes (DESIGN §7):
+
+* **trial-level** (tasks fixed): for each task, checkpoint counts are redrawn as
+  ``k*_i ~ Bin(m_i, k_i/m_i)`` and the natural rollouts as the chain
+  ``passed*_1 ~ Bin(m_0, p̂_1)``, ``passed*_{i+1} ~ Bin(passed*_i, passed_{i+1}/passed_i)``,
+  which is exactly multinomial resampling of the rollout depths.
+* **hierarchical**: tasks are redrawn with replacement within their family
+  (stratified: the family mix is part of the design), then trials within each
+  drawn task as above; checkpoint and natural trials of a drawn task are
+  resampled together.
+
+Implementation: every task gets a *bank* of ``K`` independent trial-level
+replicates (its resampled P_exp and P_obs). The trial-level interval reads the
+bank directly. A hierarchical replicate ``b`` draws task indices for its slots
+``j = 0..T−1`` and gives slot ``j`` the bank entry ``(o_b + j) mod K`` with a
+random offset ``o_b``; since ``K ≥ T`` two slots of one replicate never share an
+entry, so conditional on the drawn tasks their trial resamples are independent
+— each replicate is an exact draw from the hierarchical bootstrap — while the
+trial-level work is done once instead of twice.
+
+Replicates whose log is undefined (raw rules only) follow the declared zero
+rule: ``bound`` keeps ``±inf`` (order statistics stay valid, so an interval may
+be one-sided) and drops NaN (0/0); ``exclude`` drops the task from that
+replicate's aggregate, and drops non-finite replicates at task scope.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+import numpy as np
+from scipy import stats
+
+from hrbench.stats.data import TaskOutcomes, ZeroRule
+from hrbench.stats.estimate import log_proportions
+from hrbench.stats.intervals import smoothed_log_table
+from hrbench.stats.sampling import binomial_tables, binomial_tables_all_n
+
+CiMethod = Literal["percentile", "bca"]
+
+# Elements per working array: small enough to stay in cache (the sampler is
+# memory-bound), large enough to amortize Python overhead.
+_BLOCK = 300_000
+
+
+@dataclass(frozen=True, eq=False)
+class Packed:
+    """Tasks padded to a common stage count; padding stages have ``m = 0`` and ``mask = False``."""
+
+    tasks: tuple[TaskOutcomes, ...]
+    k: np.ndarray  # (T, S) checkpoint successes
+    m: np.ndarray  # (T, S) checkpoint trials
+    m0: np.ndarray  # (T,) natural rollouts
+    chain_p: np.ndarray  # (T, S) observed natural conditionals passed_i / reached_i (1 on padding)
+    mask: np.ndarray  # (T, S) real stage
+    weights: np.ndarray  # (T,)
+    family_index: np.ndarray  # (T,) index into ``families``
+    families: tuple[str, ...]
+
+    @property
+    def n_tasks(self) -> int:
+        return len(self.tasks)
+
+    @property
+    def n_stages(self) -> int:
+        return self.k.shape[1]
+
+
+def pack(tasks: Sequence[TaskOutcomes]) -> Packed:
+    """Pad a list of tasks into arrays for the vectorized bootstrap."""
+    if not tasks:
+        raise ValueError("no tasks to analyse")
+    T, S = len(tasks), max(t.n_stages for t in tasks)
+    k = np.zeros((T, S), np.int64)
+    m = np.zeros((T, S), np.int64)
+    chain_p = np.ones((T, S))
+    mask = np.zeros((T, S), bool)
+    for j, t in enumerate(tasks):
+        n = t.n_stages
+        k[j, :n], m[j, :n], mask[j, :n] = t.checkpoint_k, t.checkpoint_m, True
+        reached = t.reached
+        # A stage nobody reached cannot be resampled into being reached; 0 is arbitrary.
+        chain_p[j, :n] = np.divide(t.passed, reached, out=np.zeros(n), where=reached > 0)
+    families = tuple(dict.fromkeys(t.family for t in tasks))
+    fam_idx = np.array([families.index(t.family) for t in tasks])
+    return Packed(
+        tasks=tuple(tasks),
+        k=k,
+        m=m,
+        m0=np.array([t.m0 for t in tasks], np.int64),
+        chain_p=chain_p,
+        mask=mask,
+        weights=np.array([t.weight for t in tasks], np.float64),
+        family_index=fam_idx,
+        families=families,
+    )
+
+
+# --------------------------------------------------------------------------- quantiles
+
+
+def column_quantiles(x: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """Linear-interpolation quantiles of each column of ``x`` (replicates × columns).
+
+    ``probs`` is ``(P,)`` or ``(C, P)`` (per-column probabilities, as BCa needs).
+    NaN entries are dropped; ±inf are kept as order statistics (interpolation
+    next to an infinite neighbour returns the nearer order statistic). Returns
+    ``(C, P)``; a column without any valid replicate gives NaN.
+    """
+    B, C = x.shape
+    probs = np.broadcast_to(np.atleast_2d(probs), (C, np.atleast_2d(probs).shape[-1]))
+    if np.isfinite(x).all() and (probs == probs[0]).all():
+        return np.quantile(x, probs[0], axis=0).T  # fast path: partition, no sort
+    xs = np.sort(x, axis=0)  # NaN sorts last
+    n_valid = (~np.isnan(x)).sum(axis=0)
+    h = (np.maximum(n_valid, 1)[:, None] - 1) * probs
+    lo = np.floor(h).astype(np.int64)
+    hi = np.minimum(lo + 1, np.maximum(n_valid - 1, 0)[:, None])
+    a = np.take_along_axis(xs, lo.T, axis=0).T
+    b = np.take_along_axis(xs, hi.T, axis=0).T
+    frac = h - lo
+    with np.errstate(invalid="ignore"):
+        out = np.where(np.isfinite(a) & np.isfinite(b), a + (b - a) * frac, np.where(frac < 0.5, a, b))
+    out[n_valid == 0] = np.nan
+    return out
+
+
+def bca_probs(replicates: np.ndarray, theta: np.ndarray, accel: np.ndarray, level: float) -> np.ndarray:
+    """BCa-adjusted percentile probabilities per column (Efron 1987); ``(C, 2)``.
+
+    Columns whose point estimate is undefined fall back to plain percentiles.
+    """
+    alpha = 1 - level
+    valid = ~np.isnan(replicates)
+    n = np.maximum(valid.sum(axis=0), 1)
+    below = ((replicates < theta) & valid).sum(axis=0) + 0.5 * ((replicates == theta) & valid).sum(axis=0)
+    share = np.clip(below / n, 1 / (2 * n), 1 - 1 / (2 * n))  # keeps z0 finite
+    z0 = stats.norm.ppf(share)
+    zq = stats.norm.ppf([alpha / 2, 1 - alpha / 2])
+    adj = z0[:, None] + (z0[:, None] + zq) / (1 - accel[:, None] * (z0[:, None] + zq))
+    probs = stats.norm.cdf(adj)
+    plain = np.array([alpha / 2, 1 - alpha / 2])
+    bad = ~np.isfinite(theta) | ~np.isfinite(accel) | ~np.isfinite(probs).all(axis=1)
+    probs[bad] = plain
+    return probs
+
+
+def jackknife_acceleration(values: np.ndarray, mult: np.ndarray) -> np.ndarray:
+    """Acceleration ``a`` from (grouped) jackknife values; ``values`` is (V, C), ``mult`` (V,)."""
+    ok = np.isfinite(values)
+    w = np.where(ok, mult[:, None], 0.0)
+    vals = np.where(ok, values, 0.0)
+    mean = (w * vals).sum(0) / np.maximum(w.sum(0), 1e-300)
+    d = np.where(ok, mean - vals, 0.0)
+    num = (w * d**3).sum(0)
+    den = 6 * ((w * d**2).sum(0)) ** 1.5
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / den, 0.0)
+
+
+# --------------------------------------------------------------------------- trial-level bank
+
+
+@dataclass(frozen=True, eq=False)
+class TrialBank:
+    """``K`` trial-level replicates of every task's P_exp and P_obs, plus task-scope intervals."""
+
+    p_exp: np.ndarray  # (K, T)
+    p_obs: np.ndarray  # (K, T)
+    task_ci: np.ndarray  # (T, 1 + S, 2): interval of Γ_t then of each stage term
+
+
+@dataclass(frozen=True)
+class TaskScopeSpec:
+    """What the bank workers need to form task-scope intervals."""
+
+    level: float
+    method: CiMethod
+    theta: np.ndarray | None = None  # (T, 1 + S) point estimates, for BCa
+    accel: np.ndarray | None = None  # (T, 1 + S) jackknife acceleration, for BCa
+
+
+def _bank_chunk(
+    pk: Packed,
+    sl: slice,
+    K: int,
+    n_ci: int,
+    rng: np.random.Generator,
+    log_table: np.ndarray,
+    zero_rule: ZeroRule,
+    spec: TaskScopeSpec,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    k, m, m0, chain_p, mask = pk.k[sl], pk.m[sl], pk.m0[sl], pk.chain_p[sl], pk.mask[sl]
+    Tc, S = k.shape
+    # Checkpoints: one distribution per task-stage.
+    p_hat = np.divide(k, m, out=np.zeros(k.shape), where=m > 0)
+    ck = binomial_tables(m.ravel(), p_hat.ravel(), int(m.max()) + 1)
+    kstar = ck.sample(np.broadcast_to(np.arange(Tc * S), (K, Tc * S)), rng.random((K, Tc * S)))
+    kstar = kstar.reshape(K, Tc, S)
+    log_q = np.where(mask, log_table[m, kstar], 0.0)
+    # Natural rollouts: the binomial chain, with n = passed*_{i-1} itself resampled.
+    n_max = int(m0.max())
+    chain = binomial_tables_all_n(chain_p.ravel(), n_max)
+    log_r = np.empty((K, Tc, S))
+    prev = np.broadcast_to(m0, (K, Tc)).copy()
+    rows0 = (np.arange(Tc) * S)[None, :]
+    for i in range(S):
+        cur = chain.sample((rows0 + i) * (n_max + 1) + prev, rng.random((K, Tc))).reshape(K, Tc)
+        log_r[:, :, i] = np.where(mask[:, i], log_table[prev, cur], 0.0)
+        prev = cur
+    sum_q, sum_r = log_q.sum(axis=2), log_r.sum(axis=2)
+    with np.errstate(invalid="ignore"):
+        values = np.concatenate([(sum_q - sum_r)[:, :, None], log_q - log_r], axis=2)  # (K, Tc, 1+S)
+    # Stage terms need an unreached stage marked undefined, not 0.
+    reached_zero = np.concatenate([np.zeros((K, Tc, 1), bool), np.cumsum(log_r == -np.inf, axis=2)[:, :, :-1] > 0], 2)
+    values[:, :, 1:][reached_zero & (zero_rule in ("bound", "exclude"))] = np.nan
+    values[:, :, 1:][:, ~mask] = np.nan
+    if zero_rule == "exclude":
+        values[~np.isfinite(values)] = np.nan
+    if n_ci == 0:
+        return np.exp(sum_q), np.exp(sum_r), np.full((Tc, 1 + S, 2), np.nan)
+    flat = values[:n_ci].reshape(n_ci, Tc * (1 + S))
+    alpha = 1 - spec.level
+    if spec.method == "bca" and spec.theta is not None and spec.accel is not None:
+        probs = bca_probs(flat, spec.theta[sl].ravel(), spec.accel[sl].ravel(), spec.level)
+    else:
+        probs = np.array([alpha / 2, 1 - alpha / 2])
+    ci = column_quantiles(flat, probs).reshape(Tc, 1 + S, 2)
+    return np.exp(sum_q), np.exp(sum_r), ci
+
+
+def trial_bank(
+    pk: Packed,
+    K: int,
+    n_ci: int,
+    seed: np.random.SeedSequence,
+    zero_rule: ZeroRule,
+    spec: TaskScopeSpec,
+    workers: int | None = None,
+) -> TrialBank:
+    """Draw ``K`` trial-level replicates per task (threads over task chunks; seeded per chunk).
+
+    Task-scope intervals use the first ``n_ci`` replicates. Results depend only on
+    the inputs and ``seed``, never on the number of threads.
+    """
+    T, S = pk.k.shape
+    per_task = K * S
+    chunk = max(1, _BLOCK // max(per_task, 1))
+    slices = [slice(a, min(a + chunk, T)) for a in range(0, T, chunk)]
+    seeds = seed.spawn(len(slices))
+    log_table = smoothed_log_table(int(max(pk.m.max(), pk.m0.max())), zero_rule)
+    p_exp, p_obs = np.empty((K, T)), np.empty((K, T))
+    task_ci = np.empty((T, 1 + S, 2))
+
+    def run(j: int) -> None:
+        sl = slices[j]
+        pe, po, ci = _bank_chunk(pk, sl, K, n_ci, np.random.default_rng(seeds[j]), log_table, zero_rule, spec)
+        p_exp[:, sl], p_obs[:, sl], task_ci[sl] = pe, po, ci
+
+    # numpy releases the GIL in the sampler's array work, so threads give real speed-up.
+    n_workers = workers or min(len(slices), os.cpu_count() or 1)
+    if n_workers > 1:
+        with ThreadPoolExecutor(n_workers) as pool:
+            list(pool.map(run, range(len(slices))))
+    else:
+        for j in range(len(slices)):
+            run(j)
+    return TrialBank(p_exp=p_exp, p_obs=p_obs, task_ci=task_ci)
+
+
+# --------------------------------------------------------------------------- aggregates
+
+
+def group_matrix(pk: Packed) -> tuple[list[str], np.ndarray]:
+    """Groups (each family, then ``all``) and the (T, G) membership matrix."""
+    names = [*pk.families, "all"]
+    member = np.zeros((pk.n_tasks, len(names)))
+    member[np.arange(pk.n_tasks), pk.family_index] = 1.0
+    member[:, -1] = 1.0
+    return names, member
+
+
+def aggregate_gamma(p_exp: np.ndarray, p_obs: np.ndarray, wmat: np.ndarray, zero_rule: ZeroRule) -> np.ndarray:
+    """Γ per group from per-task P's: ln(Σ w P_exp / Σ w P_obs) with the same weights.
+
+    ``p_exp``/``p_obs`` are (..., T); ``wmat`` is (T, G) with weights × membership.
+    Under ``exclude`` a task with an undefined log drops out of the sums.
+    """
+    if zero_rule == "exclude":
+        keep = (p_exp > 0) & (p_obs > 0)
+        p_exp, p_obs = np.where(keep, p_exp, 0.0), np.where(keep, p_obs, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(p_exp @ wmat) - np.log(p_obs @ wmat)
+
+
+def hierarchical_gammas(
+    banks: Sequence[TrialBank],
+    pk: Packed,
+    n_boot: int,
+    seed: np.random.SeedSequence,
+    zero_rule: ZeroRule,
+) -> np.ndarray:
+    """Hierarchical replicates of Γ for every group; ``(len(banks), n_boot, G)``.
+
+    All banks share the same task draws and bank offsets, which is what makes a
+    difference between two banks (two agents / conditions) a *paired* bootstrap.
+    """
+    K = banks[0].p_exp.shape[0]
+    T = pk.n_tasks
+    if K < T:
+        raise ValueError("bank size must be at least the number of tasks")
+    rng = np.random.default_rng(seed)
+    strata = [np.flatnonzero(pk.family_index == f) for f in range(len(pk.families))]
+    order = np.concatenate(strata)  # slots are grouped by family
+    G = len(pk.families) + 1
+    # Slot → group membership for the per-replicate sums (slot j belongs to family of order[j]).
+    slot_w = np.zeros((T, G))
+    slot_w[np.arange(T), pk.family_index[order]] = 1.0
+    slot_w[:, -1] = 1.0
+    out = np.empty((len(banks), n_boot, G))
+    block = max(1, _BLOCK // T)
+    for b0 in range(0, n_boot, block):
+        nb = min(block, n_boot - b0)
+        draws = np.concatenate([s[rng.integers(0, s.size, (nb, s.size))] for s in strata], axis=1)
+        entry = (rng.integers(0, K, (nb, 1)) + np.arange(T)[None, :]) % K
+        w = pk.weights[draws]
+        for j, bank in enumerate(banks):
+            pe = bank.p_exp[entry, draws] * w
+            po = bank.p_obs[entry, draws] * w
+            out[j, b0 : b0 + nb] = aggregate_gamma(pe, po, slot_w, zero_rule)
+    return out
+
+
+def hierarchical_jackknife(p_exp: np.ndarray, p_obs: np.ndarray, wmat: np.ndarray, zero_rule: ZeroRule) -> np.ndarray:
+    """Leave-one-task-out Γ per group, ``(T, G)``; NaN where the task is not in the group."""
+    T = p_exp.size
+    drop = np.ones((T, T)) - np.eye(T)  # row t: every task but t
+    vals = aggregate_gamma(drop * p_exp, drop * p_obs, wmat, zero_rule)
+    vals[wmat == 0] = np.nan
+    return vals
+
+
+def trial_variants(t: TaskOutcomes, zero_rule: ZeroRule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Grouped leave-one-trial-out variants of a task for the trial-level BCa jackknife.
+
+    Removing any one success (or failure) of a stage gives the same statistic, so
+    each distinct removal is one row with multiplicity = how many trials it stands
+    for. Returns ``(mult (V,), log_q (V, n), log_r (V, n))``.
+    """
+    k, m = t.checkpoint_k, t.checkpoint_m
+    counts = t.depth_counts
+    n = t.n_stages
+    ks, ms, depth_rows, mult = [], [], [], []
+    for i in range(n):
+        for dk, c in ((1, k[i]), (0, m[i] - k[i])):
+            if c > 0 and m[i] > 1:
+                kk, mm = k.copy(), m.copy()
+                kk[i] -= dk
+                mm[i] -= 1
+                ks.append(kk), ms.append(mm), depth_rows.append(counts), mult.append(c)
+    if t.m0 > 1:
+        for d in range(n + 1):
+            if counts[d] > 0:
+                cc = counts.copy()
+                cc[d] -= 1
+                ks.append(k), ms.append(m), depth_rows.append(cc), mult.append(counts[d])
+    K_, M_, C_ = np.array(ks), np.array(ms), np.array(depth_rows)
+    tail = np.cumsum(C_[:, ::-1], axis=1)[:, ::-1]
+    passed = tail[:, 1:]
+    reached = tail[:, :-1]
+    log_q, log_r = log_proportions(K_, M_, passed, reached, zero_rule)
+    return np.array(mult, np.float64), log_q, log_r
