@@ -304,9 +304,11 @@ def hierarchical_gammas(
     n_boot: int,
     seed: np.random.SeedSequence,
     zero_rule: ZeroRule,
+    weights: np.ndarray,
 ) -> np.ndarray:
     """Hierarchical replicates of Γ for every group; ``(len(banks), n_boot, G)``.
 
+    ``weights`` are the task weights, 0 for tasks excluded at the point estimate.
     All banks share the same task draws and bank offsets, which is what makes a
     difference between two banks (two agents / conditions) a *paired* bootstrap.
     """
@@ -328,7 +330,7 @@ def hierarchical_gammas(
         nb = min(block, n_boot - b0)
         draws = np.concatenate([s[rng.integers(0, s.size, (nb, s.size))] for s in strata], axis=1)
         entry = (rng.integers(0, K, (nb, 1)) + np.arange(T)[None, :]) % K
-        w = pk.weights[draws]
+        w = weights[draws]
         for j, bank in enumerate(banks):
             pe = bank.p_exp[entry, draws] * w
             po = bank.p_obs[entry, draws] * w

@@ -288,7 +288,7 @@ def residual_table(
         return rows
 
     trial_reps = aggregate_gamma(bank.p_exp[:n_boot], bank.p_obs[:n_boot], wmat, zero_rule)
-    hier_reps = hierarchical_gammas([bank], pk, n_boot, hier_seed, zero_rule)[0]
+    hier_reps = hierarchical_gammas([bank], pk, n_boot, hier_seed, zero_rule, pk.weights * kept)[0]
     accel_h = accel_tr = None
     if bca:
         accel_h = jackknife_acceleration(hierarchical_jackknife(pe0, po0, wmat, zero_rule), np.ones(T))

@@ -1,0 +1,144 @@
+"""Paired contrasts: ΔΓ between two agents or two conditions on the same tasks.
+
+DESIGN §7: ΔΓ(I) = Γ(baseline) − Γ(I), paired bootstrap over tasks. Each side
+keeps its own P_expected and P_observed (paper §3.3: every intervention defines
+its own counterfactual). Pairing: a hierarchical replicate draws the *same*
+tasks for both sides, then resamples each side's trials (the two sides are
+separate runs, so their trials are independent given the task).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from hrbench.stats.bootstrap import (
+    TaskScopeSpec,
+    aggregate_gamma,
+    column_quantiles,
+    group_matrix,
+    hierarchical_gammas,
+    pack,
+    trial_bank,
+)
+from hrbench.stats.data import TaskOutcomes, ZeroRule
+from hrbench.stats.estimate import estimate_task
+from hrbench.stats.residuals import ALL_SCOPES, Scope
+
+
+class DifferenceRow(BaseModel):
+    """ΔΓ = Γ_a − Γ_b for one task, family or ``all``; headline interval as in the residual table."""
+
+    model_config = ConfigDict(frozen=True, ser_json_inf_nan="strings")
+
+    scope: Scope
+    name: str
+    gamma_a: float | None
+    gamma_b: float | None
+    delta: float | None
+    ci_low: float | None
+    ci_high: float | None
+    trial_ci_low: float | None
+    trial_ci_high: float | None
+    ci_method: str
+    level: float
+    n_boot: int
+    n_tasks: int
+
+
+def _align(tasks_a: Sequence[TaskOutcomes], tasks_b: Sequence[TaskOutcomes]) -> list[TaskOutcomes]:
+    """``tasks_b`` reordered to match ``tasks_a`` by name; families must agree."""
+    by_name = {t.name: t for t in tasks_b}
+    names_a = [t.name for t in tasks_a]
+    missing = sorted(set(names_a) ^ set(by_name))
+    if missing or len(by_name) != len(tasks_b) or len(set(names_a)) != len(names_a):
+        raise ValueError(f"paired_difference needs the same unique task names on both sides; unmatched: {missing}")
+    out = [by_name[n] for n in names_a]
+    for a, b in zip(tasks_a, out):
+        if a.family != b.family:
+            raise ValueError(f"task {a.name!r} is in family {a.family!r} on side a but {b.family!r} on side b")
+    return out
+
+
+def _none(x: float) -> float | None:
+    return None if np.isnan(x) else float(x)
+
+
+def paired_difference(
+    tasks_a: Sequence[TaskOutcomes],
+    tasks_b: Sequence[TaskOutcomes],
+    zero_rule: ZeroRule = "jeffreys",
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+    scopes: Sequence[Scope] = ALL_SCOPES,
+) -> list[DifferenceRow]:
+    """Paired percentile intervals for Γ_a − Γ_b per task, family and overall.
+
+    Tasks are matched by name; weights and families are side a's. Side a is
+    typically the baseline and side b the intervention, giving ΔΓ(I).
+    """
+    tasks_a = list(tasks_a)
+    tasks_b = _align(tasks_a, tasks_b)
+    pk_a, pk_b = pack(tasks_a), pack(tasks_b)
+    T = pk_a.n_tasks
+    names, member = group_matrix(pk_a)
+    est_a = [estimate_task(t, zero_rule, level) for t in tasks_a]
+    est_b = [estimate_task(t, zero_rule, level) for t in tasks_b]
+    # Under "exclude" a task undefined on either side leaves the pair.
+    kept = np.array([not (a.excluded or b.excluded) for a, b in zip(est_a, est_b)])
+    wmat = member * (pk_a.weights * kept)[:, None]
+    pe_a, po_a = np.array([e.p_expected for e in est_a]), np.array([e.p_observed for e in est_a])
+    pe_b, po_b = np.array([e.p_expected for e in est_b]), np.array([e.p_observed for e in est_b])
+
+    seed_a, seed_b, seed_h = np.random.SeedSequence(seed).spawn(3)
+    spec = TaskScopeSpec(level=level, method="percentile")
+    K = max(n_boot, T)
+    bank_a = trial_bank(pk_a, K, 0, seed_a, zero_rule, spec)
+    bank_b = trial_bank(pk_b, K, 0, seed_b, zero_rule, spec)
+    probs = np.array([(1 - level) / 2, (1 + level) / 2])
+    rows: list[DifferenceRow] = []
+    common = dict(level=level, n_boot=n_boot)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if "task" in scopes:
+            reps = (np.log(bank_a.p_exp[:n_boot]) - np.log(bank_a.p_obs[:n_boot])) - (
+                np.log(bank_b.p_exp[:n_boot]) - np.log(bank_b.p_obs[:n_boot])
+            )
+            ci = column_quantiles(reps, probs)
+            for j, (a, b) in enumerate(zip(est_a, est_b)):
+                delta = None if a.gamma is None or b.gamma is None else a.gamma - b.gamma
+                rows.append(
+                    DifferenceRow(
+                        scope="task", name=a.name, gamma_a=a.gamma, gamma_b=b.gamma, delta=delta,
+                        ci_low=_none(ci[j, 0]), ci_high=_none(ci[j, 1]),
+                        trial_ci_low=_none(ci[j, 0]), trial_ci_high=_none(ci[j, 1]),
+                        ci_method="trial-percentile", n_tasks=1, **common,
+                    )
+                )
+        g_a = aggregate_gamma(pe_a, po_a, wmat, zero_rule)
+        g_b = aggregate_gamma(pe_b, po_b, wmat, zero_rule)
+        trial = aggregate_gamma(bank_a.p_exp[:n_boot], bank_a.p_obs[:n_boot], wmat, zero_rule) - aggregate_gamma(
+            bank_b.p_exp[:n_boot], bank_b.p_obs[:n_boot], wmat, zero_rule
+        )
+        hier = hierarchical_gammas([bank_a, bank_b], pk_a, n_boot, seed_h, zero_rule, pk_a.weights * kept)
+    trial_ci = column_quantiles(trial, probs)
+    hier_ci = column_quantiles(hier[0] - hier[1], probs)
+    for g, name in enumerate(names):
+        scope: Scope = "all" if g == len(names) - 1 else "family"
+        if scope not in scopes:
+            continue
+        finite = np.isfinite(g_a[g]) and np.isfinite(g_b[g])
+        rows.append(
+            DifferenceRow(
+                scope=scope, name=name,
+                gamma_a=_none(g_a[g]) if np.isfinite(g_a[g]) else None,
+                gamma_b=_none(g_b[g]) if np.isfinite(g_b[g]) else None,
+                delta=float(g_a[g] - g_b[g]) if finite else None,
+                ci_low=_none(hier_ci[g, 0]), ci_high=_none(hier_ci[g, 1]),
+                trial_ci_low=_none(trial_ci[g, 0]), trial_ci_high=_none(trial_ci[g, 1]),
+                ci_method="hierarchical-percentile", n_tasks=int(np.sum((member[:, g] > 0) & kept)), **common,
+            )
+        )
+    return rows
