@@ -322,7 +322,7 @@ _hrb_find_procs() { # PROGRAM -> pids (one per line) of processes running PROGRA
         [ "$pid" = "$$" ] && continue
         [ "$pid" = "$BASHPID" ] && continue
         argv=()
-        mapfile -d '' -t argv <"$d/cmdline" 2>/dev/null || continue
+        mapfile -d "" -t argv 2>/dev/null <"$d/cmdline" || continue
         [ ${#argv[@]} -eq 0 ] && continue
         if _hrb_proc_match "$prog" "${argv[@]}"; then printf '%s\n' "$pid"; fi
     done
@@ -339,7 +339,7 @@ expect_proc_arg() {
     local -a argv
     for pid in $(_hrb_find_procs "$prog"); do
         argv=()
-        mapfile -d '' -t argv <"/proc/$pid/cmdline" 2>/dev/null || continue
+        mapfile -d "" -t argv 2>/dev/null <"/proc/$pid/cmdline" || continue
         line=" ${argv[*]} "
         ok=1
         for a in "$@"; do
