@@ -12,9 +12,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from hrbench import stats
-from hrbench.stats.data import TaskOutcomes
-from hrbench.stats.estimate import estimate_task
+from hrbench.stats import QuadrantThresholds, TaskOutcomes, estimate_task, residual_table
 from hrbench.study_run import StudyRun
 
 
@@ -106,14 +104,15 @@ def horizon_residuals(run: StudyRun, agent: str, checkpoint: pd.DataFrame, natur
     frames = []
     for condition in study.conditions:
         outcomes = task_outcomes(run, checkpoint, natural, condition)
-        rows = stats.residual_table(
+        rows = residual_table(
             outcomes, zero_rule=study.zero_rule, n_boot=study.bootstrap.n_boot, seed=study.bootstrap.seed,
-            level=study.bootstrap.level, high=study.quadrant.high, low=study.quadrant.low,
+            level=study.bootstrap.level,
+            quadrant_thresholds=QuadrantThresholds(high=study.quadrant.high, low=study.quadrant.low),
         )
         truths = {t.name: run.truth(agent, t.name, condition) for t in outcomes}
         weights = {t.name: t.weight for t in outcomes}
         families = {t.name: t.family for t in outcomes}
-        table = pd.DataFrame([r.model_dump() if hasattr(r, "model_dump") else dict(r.__dict__) for r in rows])
+        table = pd.DataFrame([r.model_dump() for r in rows])
         table.insert(0, "condition", condition)
         table.insert(0, "agent", agent)
         table["true_gamma"] = [

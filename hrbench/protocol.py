@@ -16,6 +16,8 @@ from typing import Annotated, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from hrbench.agents.config import CommandAgentSpec, LLMAgentSpec
+
 BUILTIN_REGISTRY = Path(__file__).resolve().parent.parent / "task_registry"
 
 
@@ -50,6 +52,12 @@ class Budget(Frozen):
     timeout_sec: float = Field(120.0, gt=0, description="wall-time limit per stage")
     command_timeout_sec: float = Field(60.0, gt=0, le=60.0, description="wait per command")
     memory_mb: int = Field(1024, ge=64, description="address-space limit inside the sandbox")
+    task_max_turns: int | None = Field(
+        None, ge=1, description="turn cap for the whole rollout, all parts together (depth paper App. B); stated"
+    )
+    task_timeout_sec: float | None = Field(None, gt=0, description="wall-time limit per rollout (trial)")
+    max_tokens: int | None = Field(None, ge=1, description="model tokens (in + out) per stage")
+    task_max_tokens: int | None = Field(None, ge=1, description="model tokens (in + out) per rollout (trial)")
 
 
 class CheckpointProtocol(Frozen):
@@ -59,6 +67,15 @@ class CheckpointProtocol(Frozen):
     history: Literal["fresh", "matched", "compacted"] = "fresh"
     information: Literal["stage_given", "goal_only"] = "stage_given"
     budget: Budget = Budget()
+
+    @model_validator(mode="after")
+    def _supported(self) -> "CheckpointProtocol":
+        # Declared in DESIGN §6 but not built yet: refuse rather than silently run something else.
+        if self.state != "oracle_replay":
+            raise ValueError("checkpoint.state 'solution_conditioned' is not supported yet; use 'oracle_replay'")
+        if self.information != "stage_given":
+            raise ValueError("checkpoint.information 'goal_only' is not supported yet; use 'stage_given'")
+        return self
 
     def protocol_hash(self) -> str:
         """Short hash keying checkpoint trials: conditions sharing it share trials."""
@@ -121,7 +138,9 @@ class SimAgentSpec(Frozen):
     sim: SimParams = SimParams()
 
 
-AgentSpec = Annotated[Union[OracleAgentSpec, NopAgentSpec, SimAgentSpec], Field(discriminator="kind")]
+AgentSpec = Annotated[
+    Union[OracleAgentSpec, NopAgentSpec, SimAgentSpec, LLMAgentSpec, CommandAgentSpec], Field(discriminator="kind")
+]
 
 
 class TaskSelection(Frozen):

