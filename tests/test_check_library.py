@@ -350,3 +350,14 @@ def test_failing_check_does_not_abort(run):
     r = run("expect_ok a -- false\nexpect_eq b 1 2 int\npass c\n")
     assert r.status("c") == "PASS"
     assert r.reward == "0"
+
+
+def test_table_extension_shares_one_parse(run, tmp_path):
+    (tmp_path / "t.json").write_text(TABLES["t.json"])
+    r = run("""
+        T="$(table t.json)"
+        expect_eq a "$(printf '%s\\n' "$T" | head -n 1 | tr '\\t' ' ')" "id name total" exact
+        expect_eq b "$(printf '%s\\n' "$T" | cell - id 3 name)" Ann exact
+        expect_eq c "$(printf '%s\\n' "$T" | rows - id)" 3 int
+    """)
+    assert r.lines("FAIL") == [], r.out

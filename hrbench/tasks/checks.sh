@@ -25,6 +25,9 @@
 #   column FILE NAME:POS                        a column of a table, one value per line
 #   cell FILE KEYNAME:POS KEYVALUE NAME:POS     column NAME of the first row whose KEYNAME is KEYVALUE
 #   rows FILE [NAME:POS]                        the number of data rows
+#   table FILE                                  (extension) the table as TSV, header first, so that
+#                                               several readers can share one parse:
+#                                               T="$(table out.json)"; column - id <<<"$T"
 #   proc_start PROGRAM                          start time (epoch seconds) of the newest such process
 #
 # CMD is an argv (`expect_ok n -- python3 cli.py list`); a single argument after `--` is run with
@@ -602,3 +605,4 @@ _hrb_tq() { # MODE FILE SPEC1 [KEYVALUE SPEC2]
 column() { _hrb_tq column "$1" "$2"; }                 # FILE NAME:POS
 cell() { _hrb_tq cell "$1" "$2" "$3" "$4"; }           # FILE KEYNAME:POS KEYVALUE NAME:POS
 rows() { _hrb_tq rows "$1" "${2:-}"; }                 # FILE [NAME:POS]
+table() { _hrb_table "$1"; }                           # FILE -> TSV

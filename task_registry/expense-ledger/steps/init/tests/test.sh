@@ -9,9 +9,15 @@ expect_ok init_twice -- bash -c "python3 $L --db $D init && python3 $L --db $D i
 expect_out add_1 '^added [0-9]+$' -- python3 "$L" --db "$D" add 2024-05-02 food 12.5 --note lunch
 expect_out add_2 '^added [0-9]+$' -- python3 "$L" --db "$D" add 2024-05-03 food 7
 expect_out add_3 '^added [0-9]+$' -- python3 "$L" --db "$D" add 2024-05-03 books 19.99
-expect_eq stored_cents "$(python3 -c 'import sqlite3; print(";".join(f"{d}|{c}|{a}" for d, c, a in sqlite3.connect("/tmp/t.db").execute("SELECT day, category, amount_cents FROM expenses ORDER BY id")))' 2>&1)" \
-    "2024-05-02|food|1250;2024-05-03|food|700;2024-05-03|books|1999" seq
-expect_eq note "$(python3 -c 'import sqlite3; print(sqlite3.connect("/tmp/t.db").execute("SELECT note FROM expenses WHERE amount_cents = 1250").fetchone()[0])' 2>&1)" lunch
+Q="$(python3 - <<'PY' 2>&1
+import sqlite3
+c = sqlite3.connect("/tmp/t.db")
+print("rows:", ";".join(f"{d}|{k}|{a}" for d, k, a in c.execute("SELECT day, category, amount_cents FROM expenses ORDER BY id")))
+print("note:", c.execute("SELECT note FROM expenses WHERE amount_cents = 1250").fetchone()[0])
+PY
+)"
+expect_eq stored_cents "$(printf '%s\n' "$Q" | field - rows)" "2024-05-02|food|1250;2024-05-03|food|700;2024-05-03|books|1999" seq
+expect_eq note "$(printf '%s\n' "$Q" | field - note)" lunch exact
 expect_out total_all '^total:39\.49$' -- python3 "$L" --db "$D" total
 expect_out total_food '^total:19\.50$' -- python3 "$L" --db "$D" total --category food
 finish

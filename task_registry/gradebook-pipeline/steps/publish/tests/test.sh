@@ -4,7 +4,7 @@ F=/app/build/grades.json
 EXP="$(awk -f /tests/grades.awk /app/config/weights.ini /app/raw/math.csv /app/raw/physics.csv /app/raw/chemistry.csv | LC_ALL=C sort -t, -k6,6nr -k1,1)"
 expect_file json_file "$F"
 expect_ok valid_json -- python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert isinstance(d, list) and all(isinstance(o["rank"], int) and isinstance(o["weighted"], (int, float)) for o in d)' "$F"
-TABLE="$(_hrb_table "$F" 2>/dev/null)"
+TABLE="$(table "$F" 2>/dev/null)"
 expect_eq order_by_rank "$(printf '%s\n' "$TABLE" | column - student_id)" "$(printf '%s\n' "$EXP" | cut -d, -f1)" seq
 expect_eq ranks "$(printf '%s\n' "$TABLE" | column - rank)" "$(seq 1 "$(printf '%s\n' "$EXP" | grep -c .)")" seq
 expect_eq weighted "$(printf '%s\n' "$TABLE" | column - weighted | awk '{ printf "%.1f\n", $1 }')" "$(printf '%s\n' "$EXP" | cut -d, -f6)" seq

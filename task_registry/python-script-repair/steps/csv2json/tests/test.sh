@@ -10,8 +10,9 @@ assert all(type(o["id"]) is int and type(o["qty"]) is int for o in d), d
 assert [type(o["price"]) for o in d] == [float, float, int], d
 assert all(type(o["name"]) is str for o in d), d
 ' "$OUT"
-expect_eq row_count "$(printf '%s' "$OUT" | rows - id)" "$(rows /tmp/in.csv id)" int
-expect_eq names "$(printf '%s' "$OUT" | column - name)" "$(column /tmp/in.csv name)" seq
-expect_eq price_2 "$(printf '%s' "$OUT" | cell - id 2 price)" 1.25 num
-expect_eq qty_2 "$(printf '%s' "$OUT" | cell - id 2 qty)" -3 int
+T="$(printf '%s' "$OUT" | table - 2>/dev/null)"
+expect_eq row_count "$(printf '%s\n' "$T" | rows - id)" "$(rows /tmp/in.csv id)" int
+expect_eq names "$(printf '%s\n' "$T" | column - name)" "$(column /tmp/in.csv name)" seq
+expect_eq price_2 "$(printf '%s\n' "$T" | cell - id 2 price)" 1.25 num
+expect_eq qty_2 "$(printf '%s\n' "$T" | cell - id 2 qty)" -3 int
 finish
