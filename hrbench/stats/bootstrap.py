@@ -168,10 +168,14 @@ def jackknife_acceleration(values: np.ndarray, mult: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class TrialBank:
-    """``K`` trial-level replicates of every task's P_exp and P_obs, plus task-scope intervals."""
+    """``K`` trial-level replicates of every task's P_exp and P_obs, plus task-scope intervals.
 
-    p_exp: np.ndarray  # (K, T)
-    p_obs: np.ndarray  # (K, T)
+    Task-major layout (T, K): each worker writes contiguous rows, and the
+    hierarchical pass reads each task's entries in order.
+    """
+
+    p_exp: np.ndarray  # (T, K)
+    p_obs: np.ndarray  # (T, K)
     task_ci: np.ndarray  # (T, 1 + S, 2): interval of Γ_t then of each stage term
 
 
@@ -183,6 +187,30 @@ class TaskScopeSpec:
     method: CiMethod
     theta: np.ndarray | None = None  # (T, 1 + S) point estimates, for BCa
     accel: np.ndarray | None = None  # (T, 1 + S) jackknife acceleration, for BCa
+
+
+def _task_scope_ci(
+    log_q: np.ndarray, log_r: np.ndarray, mask: np.ndarray, zero_rule: ZeroRule, spec: TaskScopeSpec, sl: slice
+) -> np.ndarray:
+    """Intervals of Γ_t and each stage term from (Tc, S, n) replicate logs; (Tc, 1 + S, 2)."""
+    Tc, S, n = log_q.shape
+    with np.errstate(invalid="ignore"):
+        values = np.concatenate([(log_q.sum(1) - log_r.sum(1))[:, None, :], log_q - log_r], axis=1)
+    stage_vals = values[:, 1:, :]
+    if zero_rule in ("bound", "exclude"):
+        # A stage nobody reached (after a stage with zero passes) has no term.
+        unreached = np.cumsum(log_r == -np.inf, axis=1) - (log_r == -np.inf) > 0
+        stage_vals[unreached] = np.nan
+    stage_vals[~mask] = np.nan
+    if zero_rule == "exclude":
+        values[~np.isfinite(values)] = np.nan
+    flat = values.reshape(Tc * (1 + S), n).T
+    alpha = 1 - spec.level
+    if spec.method == "bca" and spec.theta is not None and spec.accel is not None:
+        probs = bca_probs(flat, spec.theta[sl].ravel(), spec.accel[sl].ravel(), spec.level)
+    else:
+        probs = np.array([alpha / 2, 1 - alpha / 2])
+    return column_quantiles(flat, probs).reshape(Tc, 1 + S, 2)
 
 
 def _bank_chunk(
@@ -197,41 +225,28 @@ def _bank_chunk(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     k, m, m0, chain_p, mask = pk.k[sl], pk.m[sl], pk.m0[sl], pk.chain_p[sl], pk.mask[sl]
     Tc, S = k.shape
-    # Checkpoints: one distribution per task-stage.
+    W = log_table.shape[0]
+    flat_table = log_table.ravel()
+    # Checkpoints: one distribution per task-stage; rows laid out (task, stage, replicate).
     p_hat = np.divide(k, m, out=np.zeros(k.shape), where=m > 0)
     ck = binomial_tables(m.ravel(), p_hat.ravel(), int(m.max()) + 1)
-    kstar = ck.sample(np.broadcast_to(np.arange(Tc * S), (K, Tc * S)), rng.random((K, Tc * S)))
-    kstar = kstar.reshape(K, Tc, S)
-    log_q = np.where(mask, log_table[m, kstar], 0.0)
+    rows = np.repeat(np.arange(Tc * S), K)
+    kstar = ck.sample(rows, rng.random(Tc * S * K))
+    log_q = (flat_table[np.repeat(m.ravel(), K) * W + kstar] * np.repeat(mask.ravel(), K)).reshape(Tc, S, K)
     # Natural rollouts: the binomial chain, with n = passed*_{i-1} itself resampled.
     n_max = int(m0.max())
     chain = binomial_tables_all_n(chain_p.ravel(), n_max)
-    log_r = np.empty((K, Tc, S))
-    prev = np.broadcast_to(m0, (K, Tc)).copy()
-    rows0 = (np.arange(Tc) * S)[None, :]
+    log_r = np.empty((Tc, S, K))
+    prev = np.repeat(m0, K)
+    row0 = np.repeat(np.arange(Tc) * S * (n_max + 1), K)
     for i in range(S):
-        cur = chain.sample((rows0 + i) * (n_max + 1) + prev, rng.random((K, Tc))).reshape(K, Tc)
-        log_r[:, :, i] = np.where(mask[:, i], log_table[prev, cur], 0.0)
+        cur = chain.sample(row0 + i * (n_max + 1) + prev, rng.random(Tc * K))
+        log_r[:, i, :] = flat_table[prev * W + cur].reshape(Tc, K) * mask[:, i, None]
         prev = cur
-    sum_q, sum_r = log_q.sum(axis=2), log_r.sum(axis=2)
-    with np.errstate(invalid="ignore"):
-        values = np.concatenate([(sum_q - sum_r)[:, :, None], log_q - log_r], axis=2)  # (K, Tc, 1+S)
-    # Stage terms need an unreached stage marked undefined, not 0.
-    reached_zero = np.concatenate([np.zeros((K, Tc, 1), bool), np.cumsum(log_r == -np.inf, axis=2)[:, :, :-1] > 0], 2)
-    values[:, :, 1:][reached_zero & (zero_rule in ("bound", "exclude"))] = np.nan
-    values[:, :, 1:][:, ~mask] = np.nan
-    if zero_rule == "exclude":
-        values[~np.isfinite(values)] = np.nan
+    p_exp, p_obs = np.exp(log_q.sum(1)), np.exp(log_r.sum(1))
     if n_ci == 0:
-        return np.exp(sum_q), np.exp(sum_r), np.full((Tc, 1 + S, 2), np.nan)
-    flat = values[:n_ci].reshape(n_ci, Tc * (1 + S))
-    alpha = 1 - spec.level
-    if spec.method == "bca" and spec.theta is not None and spec.accel is not None:
-        probs = bca_probs(flat, spec.theta[sl].ravel(), spec.accel[sl].ravel(), spec.level)
-    else:
-        probs = np.array([alpha / 2, 1 - alpha / 2])
-    ci = column_quantiles(flat, probs).reshape(Tc, 1 + S, 2)
-    return np.exp(sum_q), np.exp(sum_r), ci
+        return p_exp, p_obs, np.full((Tc, 1 + S, 2), np.nan)
+    return p_exp, p_obs, _task_scope_ci(log_q[:, :, :n_ci], log_r[:, :, :n_ci], mask, zero_rule, spec, sl)
 
 
 def trial_bank(
@@ -243,29 +258,27 @@ def trial_bank(
     spec: TaskScopeSpec,
     workers: int | None = None,
 ) -> TrialBank:
-    """Draw ``K`` trial-level replicates per task (threads over task chunks; seeded per chunk).
+    """Draw ``K`` trial-level replicates per task (task chunks, seeded per chunk).
 
-    Task-scope intervals use the first ``n_ci`` replicates. Results depend only on
-    the inputs and ``seed``, never on the number of threads.
+    Task-scope intervals use the first ``n_ci`` replicates (0: skip them).
+    Results depend only on the inputs and ``seed``, never on ``workers``.
     """
     T, S = pk.k.shape
-    per_task = K * S
-    chunk = max(1, _BLOCK // max(per_task, 1))
+    chunk = max(1, _BLOCK // max(K * S, 1))
     slices = [slice(a, min(a + chunk, T)) for a in range(0, T, chunk)]
     seeds = seed.spawn(len(slices))
     log_table = smoothed_log_table(int(max(pk.m.max(), pk.m0.max())), zero_rule)
-    p_exp, p_obs = np.empty((K, T)), np.empty((K, T))
+    p_exp, p_obs = np.empty((T, K)), np.empty((T, K))
     task_ci = np.empty((T, 1 + S, 2))
 
     def run(j: int) -> None:
         sl = slices[j]
-        pe, po, ci = _bank_chunk(pk, sl, K, n_ci, np.random.default_rng(seeds[j]), log_table, zero_rule, spec)
-        p_exp[:, sl], p_obs[:, sl], task_ci[sl] = pe, po, ci
+        p_exp[sl], p_obs[sl], task_ci[sl] = _bank_chunk(
+            pk, sl, K, n_ci, np.random.default_rng(seeds[j]), log_table, zero_rule, spec
+        )
 
-    # numpy releases the GIL in the sampler's array work, so threads give real speed-up.
-    n_workers = workers or min(len(slices), os.cpu_count() or 1)
-    if n_workers > 1:
-        with ThreadPoolExecutor(n_workers) as pool:
+    if (workers or 1) > 1:
+        with ThreadPoolExecutor(workers) as pool:
             list(pool.map(run, range(len(slices))))
     else:
         for j in range(len(slices)):
@@ -308,33 +321,49 @@ def hierarchical_gammas(
 ) -> np.ndarray:
     """Hierarchical replicates of Γ for every group; ``(len(banks), n_boot, G)``.
 
+    Replicate ``b`` draws each family's tasks with replacement, giving task ``t``
+    a count ``c_bt``; its copies take the task's next ``c_bt`` bank entries (in
+    order, wrapping at ``K``), so copies within a replicate are distinct,
+    independent trial resamples, and their sum is a difference of a running sum.
     ``weights`` are the task weights, 0 for tasks excluded at the point estimate.
-    All banks share the same task draws and bank offsets, which is what makes a
+    All banks share the same counts and entries, which is what makes a
     difference between two banks (two agents / conditions) a *paired* bootstrap.
     """
-    K = banks[0].p_exp.shape[0]
-    T = pk.n_tasks
-    if K < T:
-        raise ValueError("bank size must be at least the number of tasks")
+    T, K = banks[0].p_exp.shape
     rng = np.random.default_rng(seed)
     strata = [np.flatnonzero(pk.family_index == f) for f in range(len(pk.families))]
-    order = np.concatenate(strata)  # slots are grouped by family
-    G = len(pk.families) + 1
-    # Slot → group membership for the per-replicate sums (slot j belongs to family of order[j]).
-    slot_w = np.zeros((T, G))
-    slot_w[np.arange(T), pk.family_index[order]] = 1.0
-    slot_w[:, -1] = 1.0
-    out = np.empty((len(banks), n_boot, G))
+    if max(s.size for s in strata) > K:
+        raise ValueError("bank size must be at least the largest family")
+    names_w = np.zeros((T, len(pk.families) + 1))
+    names_w[np.arange(T), pk.family_index] = weights
+    names_w[:, -1] = weights
+    running = []
+    for bank in banks:
+        pe, po = bank.p_exp, bank.p_obs
+        if zero_rule == "exclude":  # a replicate with an undefined log drops the task from both sums
+            keep = (pe > 0) & (po > 0)
+            pe, po = pe * keep, po * keep
+        # Running sums over the bank doubled along K, so a wrapped run of entries is one difference.
+        zeros = np.zeros((T, 1))
+        running.append(tuple(np.concatenate([zeros, np.cumsum(np.concatenate([x, x], 1), 1)], 1) for x in (pe, po)))
+    out = np.empty((len(banks), n_boot, len(pk.families) + 1))
+    start = np.zeros(T, np.int64)
     block = max(1, _BLOCK // T)
+    rows = np.arange(T) * (2 * K + 1)
     for b0 in range(0, n_boot, block):
         nb = min(block, n_boot - b0)
-        draws = np.concatenate([s[rng.integers(0, s.size, (nb, s.size))] for s in strata], axis=1)
-        entry = (rng.integers(0, K, (nb, 1)) + np.arange(T)[None, :]) % K
-        w = weights[draws]
-        for j, bank in enumerate(banks):
-            pe = bank.p_exp[entry, draws] * w
-            po = bank.p_obs[entry, draws] * w
-            out[j, b0 : b0 + nb] = aggregate_gamma(pe, po, slot_w, zero_rule)
+        counts = np.zeros((nb, T), np.int64)
+        for s in strata:
+            draws = s[rng.integers(0, s.size, (nb, s.size))]
+            counts += np.bincount((np.arange(nb)[:, None] * T + draws).ravel(), minlength=nb * T).reshape(nb, T)
+        first = (start + np.cumsum(counts, 0) - counts) % K  # first entry used by each (replicate, task)
+        start = (start + counts.sum(0)) % K
+        lo, hi = rows + first, rows + first + counts
+        for j, (cum_e, cum_o) in enumerate(running):
+            s_e = (cum_e.ravel()[hi] - cum_e.ravel()[lo]) @ names_w
+            s_o = (cum_o.ravel()[hi] - cum_o.ravel()[lo]) @ names_w
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[j, b0 : b0 + nb] = np.log(s_e) - np.log(s_o)
     return out
 
 

@@ -103,8 +103,8 @@ def paired_difference(
     common = dict(level=level, n_boot=n_boot)
     with np.errstate(divide="ignore", invalid="ignore"):
         if "task" in scopes:
-            reps = (np.log(bank_a.p_exp[:n_boot]) - np.log(bank_a.p_obs[:n_boot])) - (
-                np.log(bank_b.p_exp[:n_boot]) - np.log(bank_b.p_obs[:n_boot])
+            reps = (np.log(bank_a.p_exp[:, :n_boot].T) - np.log(bank_a.p_obs[:, :n_boot].T)) - (
+                np.log(bank_b.p_exp[:, :n_boot].T) - np.log(bank_b.p_obs[:, :n_boot].T)
             )
             ci = column_quantiles(reps, probs)
             for j, (a, b) in enumerate(zip(est_a, est_b)):
@@ -119,8 +119,8 @@ def paired_difference(
                 )
         g_a = aggregate_gamma(pe_a, po_a, wmat, zero_rule)
         g_b = aggregate_gamma(pe_b, po_b, wmat, zero_rule)
-        trial = aggregate_gamma(bank_a.p_exp[:n_boot], bank_a.p_obs[:n_boot], wmat, zero_rule) - aggregate_gamma(
-            bank_b.p_exp[:n_boot], bank_b.p_obs[:n_boot], wmat, zero_rule
+        trial = aggregate_gamma(bank_a.p_exp[:, :n_boot].T, bank_a.p_obs[:, :n_boot].T, wmat, zero_rule) - aggregate_gamma(
+            bank_b.p_exp[:, :n_boot].T, bank_b.p_obs[:, :n_boot].T, wmat, zero_rule
         )
         hier = hierarchical_gammas([bank_a, bank_b], pk_a, n_boot, seed_h, zero_rule, pk_a.weights * kept)
     trial_ci = column_quantiles(trial, probs)

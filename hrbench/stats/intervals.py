@@ -9,6 +9,7 @@ the same rule as the point estimate.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 from scipy import stats
@@ -21,6 +22,12 @@ def _check_counts(k: int, m: int) -> None:
         raise ValueError(f"need 0 <= k <= m, got k={k}, m={m}")
 
 
+@lru_cache(maxsize=32)
+def two_sided_z(level: float) -> float:
+    """z with P(|Z| <= z) = level (cached: estimators call it once per stage)."""
+    return float(stats.norm.ppf(0.5 + level / 2))
+
+
 def wilson_interval(k: int, m: int, level: float = 0.95) -> tuple[float, float]:
     """Wilson score interval (no continuity correction) for ``k`` of ``m``.
 
@@ -29,7 +36,7 @@ def wilson_interval(k: int, m: int, level: float = 0.95) -> tuple[float, float]:
     _check_counts(k, m)
     if m == 0:
         return 0.0, 1.0
-    z = float(stats.norm.ppf(0.5 + level / 2))
+    z = two_sided_z(level)
     p = k / m
     denom = 1 + z * z / m
     centre = (p + z * z / (2 * m)) / denom

@@ -287,7 +287,7 @@ def residual_table(
     if not agg_scopes:
         return rows
 
-    trial_reps = aggregate_gamma(bank.p_exp[:n_boot], bank.p_obs[:n_boot], wmat, zero_rule)
+    trial_reps = aggregate_gamma(bank.p_exp[:, :n_boot].T, bank.p_obs[:, :n_boot].T, wmat, zero_rule)
     hier_reps = hierarchical_gammas([bank], pk, n_boot, hier_seed, zero_rule, pk.weights * kept)[0]
     accel_h = accel_tr = None
     if bca:

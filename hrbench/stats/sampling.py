@@ -36,8 +36,8 @@ class BinomialTables:
         # The answer lies in [guide[g], guide[g+1]]; most cells hold at most one CDF
         # jump, so most draws are done here. Binary-search the rest (tail cells can
         # span many k, which would make a linear walk slow).
-        lo = self.guide[cell].astype(np.int64)
-        hi = self.guide[cell + 1].astype(np.int64)
+        lo = self.guide[cell]
+        hi = self.guide[cell + 1]
         base = rows * self.width
         active = np.flatnonzero(lo < hi)
         while active.size:
@@ -61,7 +61,7 @@ def _guide(cdf: np.ndarray) -> np.ndarray:
     counts = np.zeros((rows, GUIDE_CELLS + 1), dtype=np.int64)
     np.add.at(counts, (np.repeat(np.arange(rows), width), np.minimum(cell, GUIDE_CELLS).ravel()), 1)
     guide = np.minimum(np.cumsum(counts, axis=1), width - 1)
-    return guide.astype(np.int16 if width < 2**15 else np.int64)
+    return guide
 
 
 def _finish(pmf: np.ndarray, n: np.ndarray) -> BinomialTables:

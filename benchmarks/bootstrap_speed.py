@@ -1,0 +1,70 @@
+"""Bootstrap speed: 10,000 resamples over 1,000 tasks × 6 stages × 50 trials.
+
+Each task has 50 checkpoint trials per stage and 50 natural rollouts (the two
+trial kinds of one condition). Times, for the same data:
+
+* ``hierarchical``: the headline bootstrap of the ``all`` row alone (trial bank
+  + task redraws);
+* ``residual_table``: the full table — 1,000 task rows with Γ and stage-term
+  intervals, family rows and ``all``, trial-level and hierarchical intervals.
+
+Peak memory is the process's max RSS (``resource.getrusage``), which includes
+the Python interpreter and numpy/scipy themselves.
+
+    .venv/bin/python benchmarks/bootstrap_speed.py [--tasks 1000] [--boot 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+
+import numpy as np
+
+from hrbench.stats.bootstrap import hierarchical_gammas, pack, trial_bank, TaskScopeSpec
+from hrbench.stats.residuals import residual_table
+from hrbench.stats.synthetic import simulate_task
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", type=int, default=1000)
+    ap.add_argument("--stages", type=int, default=6)
+    ap.add_argument("--trials", type=int, default=50)
+    ap.add_argument("--boot", type=int, default=10_000)
+    args = ap.parse_args()
+
+    rng = np.random.default_rng(0)
+    tasks = []
+    for j in range(args.tasks):
+        q = rng.uniform(0.75, 0.99, args.stages)
+        r = q * rng.uniform(0.85, 1.0, args.stages)
+        tasks.append(simulate_task(f"t{j}", f"fam{j % 4}", q, r, args.trials, args.trials, rng))
+
+    t0 = time.perf_counter()
+    pk = pack(tasks)
+    bank = trial_bank(pk, args.boot, 0, np.random.SeedSequence(1), "jeffreys", TaskScopeSpec(level=0.95, method="percentile"))
+    hier = hierarchical_gammas([bank], pk, args.boot, np.random.SeedSequence(2), "jeffreys", pk.weights)
+    t_hier = time.perf_counter() - t0
+    del bank, hier
+
+    t0 = time.perf_counter()
+    rows = residual_table(tasks, n_boot=args.boot, seed=0)
+    t_table = time.perf_counter() - t0
+    peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is KiB on Linux
+
+    draws = 2 * args.boot * args.tasks * args.stages
+    print(f"{args.boot:,} resamples x {args.tasks:,} tasks x {args.stages} stages x {args.trials} trials "
+          f"(checkpoint + natural): {draws / 1e6:.0f}M binomial draws")
+    print(f"hierarchical bootstrap (all row):           {t_hier:6.2f} s")
+    print(f"full residual_table ({len(rows)} rows, both CIs): {t_table:6.2f} s")
+    print(f"peak memory (max RSS):                      {peak_gib:6.2f} GiB")
+    ok = t_table < 5 and peak_gib < 2
+    print("target < 5 s and < 2 GiB:", "met" if ok else "MISSED")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

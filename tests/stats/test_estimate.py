@@ -1,0 +1,90 @@
+"""Protects the per-task estimators: DESIGN §7 worked examples, Σ stage terms = Γ, zero rules."""
+
+import math
+
+import numpy as np
+import pytest
+
+from hrbench.stats import estimate_task, outcomes_from_counts, product_baseline, residual_table
+from hrbench.stats.synthetic import simulate_task
+
+
+def four_repairs(natural_success: int = 10, m0: int = 100):
+    # q = 0.8 on each of four stages; natural rollouts either fail at stage 1 or succeed.
+    return outcomes_from_counts("repairs", "F", [8] * 4, [10] * 4, [m0 - natural_success, 0, 0, 0, natural_success])
+
+
+def test_design_worked_example_four_stages():
+    est = estimate_task(four_repairs(), zero_rule="bound")  # raw proportions
+    assert est.p_expected == pytest.approx(0.4096, abs=1e-12)
+    assert est.p_observed == pytest.approx(0.10, abs=1e-12)
+    assert est.gamma == pytest.approx(math.log(4.096), abs=1e-12)
+    assert round(est.gamma, 3) == 1.410
+
+
+def test_design_worked_example_two_stage_product():
+    assert product_baseline([9, 8], [10, 10], zero_rule="bound").p_expected == pytest.approx(0.72)
+
+
+@pytest.mark.parametrize("rule", ["jeffreys", "haldane", "bound", "exclude"])
+def test_stage_terms_sum_to_gamma_under_every_rule(rule):
+    rng = np.random.default_rng(3)
+    t = simulate_task("t", "F", [0.9, 0.7, 0.95, 0.8], [0.85, 0.6, 0.9, 0.7], 30, 40, rng)
+    est = estimate_task(t, rule)
+    assert sum(est.stage_terms) == pytest.approx(est.gamma, abs=1e-12)
+    assert math.exp(sum(math.log(q) for q in est.q)) == pytest.approx(est.p_expected)
+
+
+def test_raw_product_of_natural_conditionals_telescopes_to_k0_over_m0():
+    t = outcomes_from_counts("t", "F", [5, 5, 5], [9, 9, 9], [3, 4, 6, 7])
+    est = estimate_task(t, "bound")
+    assert est.p_observed == pytest.approx(7 / 20)
+    assert est.reached == [20, 17, 13] and est.passed == [17, 13, 7]
+
+
+def test_jeffreys_smooths_expected_and_observed_alike():
+    est = estimate_task(four_repairs(), "jeffreys")
+    assert est.q == pytest.approx([8.5 / 11] * 4)
+    assert est.r == pytest.approx([10.5 / 101, 10.5 / 11, 10.5 / 11, 10.5 / 11])
+    assert est.p_observed == pytest.approx(np.prod(est.r))
+
+
+def test_delta_se_matches_paper_equation_4():
+    est = estimate_task(four_repairs(), "bound")
+    expected = math.sqrt(4 * 0.2 / (10 * 0.8) + 0.9 / (100 * 0.1))
+    assert est.se_delta == pytest.approx(expected)
+
+
+def test_zero_rule_bound_reports_one_sided_lower_bound_when_no_rollout_succeeds():
+    est = estimate_task(four_repairs(natural_success=0), "bound")
+    assert est.gamma is None and est.bound == "lower"
+    assert est.bound_value is not None and 0 < est.bound_value < math.log(0.4096 * 100)
+    assert est.zero_rule_applied and not est.excluded
+
+
+def test_zero_rule_bound_reports_upper_bound_when_a_stage_never_passes():
+    t = outcomes_from_counts("t", "F", [8, 0], [10, 10], [10, 0, 10])
+    est = estimate_task(t, "bound")
+    assert est.gamma is None and est.bound == "upper" and est.bound_value is not None
+
+
+def test_zero_rule_bound_row_has_no_point_value_and_one_sided_interval():
+    rows = residual_table([four_repairs(natural_success=0)], zero_rule="bound", n_boot=200)
+    task = rows[0]
+    assert task.gamma is None and task.bound == "lower"
+    assert task.ci_high == math.inf or task.ci_high is None
+
+
+def test_zero_rule_exclude_drops_task_and_counts_it():
+    good = four_repairs()
+    bad = outcomes_from_counts("bad", "F", [8] * 4, [10] * 4, [100, 0, 0, 0, 0])
+    rows = {(r.scope, r.name): r for r in residual_table([good, bad], zero_rule="exclude", n_boot=200)}
+    assert rows[("task", "bad")].gamma is None
+    fam = rows[("family", "F")]
+    assert fam.n_tasks == 1 and fam.n_excluded == 1
+    assert fam.gamma == pytest.approx(math.log(4.096))
+
+
+def test_jeffreys_gives_a_finite_value_where_raw_logs_are_undefined():
+    est = estimate_task(four_repairs(natural_success=0), "jeffreys")
+    assert est.gamma is not None and math.isfinite(est.gamma) and est.zero_rule_applied
