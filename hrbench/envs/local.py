@@ -17,6 +17,10 @@ import time
 from pathlib import Path
 
 from hrbench.envs.base import EnvironmentError_, ExecResult, VerifierResult
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hrbench.envs.shell import PersistentShell
 from hrbench.tasks.model import Stage, Task
 
 CHECK_LIBRARY = Path(__file__).resolve().parent.parent / "tasks" / "checks.sh"
@@ -89,6 +93,17 @@ class LocalEnvironment:
 
     def exec(self, command: str, timeout_s: float) -> ExecResult:
         return _run(_bwrap_base(self.workspace, self.task.workdir), command, timeout_s, self.memory_mb)
+
+    def open_shell(self, max_pids: int = 256) -> "PersistentShell":
+        """A persistent sandboxed bash over this workspace (llm and command agents type into it).
+
+        Same sandbox and memory limit as `exec`; a pids cgroup bounds processes where the host allows."""
+        from hrbench.envs.shell import PersistentShell, pids_cgroup
+
+        limited = ["prlimit", f"--as={self.memory_mb * 1024 * 1024}", f"--nproc={max_pids}", "--"]
+        argv = _bwrap_base(self.workspace, self.task.workdir) + limited + ["/bin/bash", "--noprofile", "--norc", "-s"]
+        group = pids_cgroup(f"{self.workspace.name}-{os.getpid()}-{time.monotonic_ns()}", max_pids)
+        return PersistentShell(argv, cgroup=group)
 
     def verify(self, stage: Stage) -> VerifierResult:
         """Copy the stage's tests in (read-only), run them, read the reward, remove them."""

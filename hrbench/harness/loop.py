@@ -1,9 +1,11 @@
 """The one harness: every trial of every agent runs through these functions.
 
-terminus-2 conventions (DESIGN §5): the agent sends a batch of commands per turn;
-output is cut to 10,000 bytes; a command waits at most 60 s; a turn cap is stated
-and enforced; stages are delivered one at a time in one environment; a rollout
-stops at the first failed stage. Every failure becomes a typed exit reason.
+terminus-2 conventions (DESIGN §5, depth paper App. B): the agent sends a batch of commands per
+turn; output is cut to 10,000 bytes; a command waits at most 60 s; turn caps are stated and
+enforced (a per-part cap, and a cap for the whole task covering all parts together); stages are
+delivered one at a time in one environment; a rollout stops at the first failed stage; a reply
+the harness cannot parse is fed back as a parse error; completion is confirmed once, in the last
+stage only. Every failure becomes a typed exit reason, never a lost trial.
 """
 
 from __future__ import annotations
@@ -12,80 +14,254 @@ import hashlib
 import json
 import time
 import traceback
+from dataclasses import dataclass, field
 
-from hrbench.agents.base import Action, Agent, Message, Observation, TrialContext
+from hrbench.agents.base import Action, Agent, Message, Observation, TrialContext, Usage
 from hrbench.envs.base import Environment
 from hrbench.harness.history import History
 from hrbench.harness.records import ExitReason, StageOutcome, TrialRecord, TrialSpec
-from hrbench.harness.truncation import truncate_output
+from hrbench.harness.terminal import ExecTerminal, Terminal
+from hrbench.harness.trajectory import TrajectoryRecorder
 from hrbench.protocol import Budget
 from hrbench.tasks.model import Stage, Task
 
+CONFIRM_PROMPT = (
+    "Are you sure you want to mark the task as complete? This will trigger your solution to be graded "
+    "and you won't be able to make any further changes. If so, include \"task_complete\": true in your "
+    "JSON response again."
+)
+PARSE_ERROR_PROMPT = (
+    "Previous response had parsing errors:\nERROR: {error}\n\n"
+    "Please fix these issues and provide a proper JSON response."
+)
+NO_COMMANDS = "[no commands were run]"
 
-def stage_prompt(task: Task, stage: Stage, budget: Budget) -> str:
-    """The message that delivers a stage; earlier parts are named complete, the cap is stated."""
+
+class ContextLengthExceeded(RuntimeError):
+    """Raised by an agent whose endpoint rejected the prompt as too long for its context."""
+
+
+@dataclass
+class Rollout:
+    """Trial-wide meters shared by the stages of one trial (turn, time and token budgets)."""
+
+    budget: Budget
+    n_parts: int  # parts this trial delivers (k for natural rollouts, 1 for checkpoints)
+    recorder: TrajectoryRecorder | None = None
+    start: float = field(default_factory=time.monotonic)
+    turns: int = 0
+    parse_errors: int = 0
+    compactions: int = 0
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+
+def turn_cap_text(budget: Budget, n_parts: int, part: int, turns_used: int) -> str:
+    """The cap as stated to the agent (depth paper App. B wording for multi-part tasks)."""
+    lines = []
+    total = budget.task_max_turns
+    if total is not None:
+        if part == 1:
+            scope = (f"for the whole task, all {n_parts} parts together" if n_parts > 1 else "for this task")
+            lines.append(f"You have at most {total} turns {scope}. Parts not finished by turn {total} fail; "
+                         f"the session stops after turn {total}.")
+        else:
+            lines.append(f"Turns used so far: {turns_used} of {total} (for the whole task, all {n_parts} "
+                         f"parts together).")
+    if budget.max_turns is not None:
+        lines.append(f"You have at most {budget.max_turns} turns for this part; the session stops after turn "
+                     f"{budget.max_turns}.")
+    return "\n".join(lines)
+
+
+def stage_prompt(task: Task, stage: Stage, budget: Budget, turns_used: int = 0, n_parts: int | None = None) -> str:
+    """The message that delivers a stage; earlier parts are named complete, the caps are stated."""
     k, i = task.n_stages, stage.index + 1
     lead = f"Part {i - 1} is marked complete. Here is part {i} of {k}." if i > 1 else f"Here is part 1 of {k}."
-    cap = (f"\nYou have at most {budget.max_turns} turns for this part; the session stops after turn "
-           f"{budget.max_turns}.") if budget.max_turns else ""
-    return f"{lead}{cap}\n\n{stage.instruction.strip()}"
+    # a checkpoint trial delivers one part: its task-wide cap is stated like part 1's
+    part = i if (n_parts or k) > 1 else 1
+    cap = turn_cap_text(budget, n_parts or k, part, turns_used)
+    return f"{lead}{chr(10) + cap if cap else ''}\n\n{stage.instruction.strip()}"
 
 
-def run_stage(env: Environment, agent: Agent, task: Task, stage: Stage, history: History, budget: Budget) -> StageOutcome:
+def _usage(agent: Agent) -> Usage:
+    try:
+        return agent.usage()
+    except Exception:  # accounting never crashes a trial
+        return Usage()
+
+
+def _trial_stop(budget: Budget, rollout: Rollout, trial_tokens: int) -> tuple[ExitReason, str] | None:
+    """A trial-wide budget that has run out (turns, wall time, tokens), if any."""
+    if budget.task_max_turns is not None and rollout.turns >= budget.task_max_turns:
+        return "turn_cap", f"turn cap for the whole task ({budget.task_max_turns}) reached"
+    if budget.task_timeout_sec is not None and rollout.elapsed() >= budget.task_timeout_sec:
+        return "timeout", f"wall-time limit for the trial ({budget.task_timeout_sec:g}s) reached"
+    if budget.task_max_tokens is not None and trial_tokens >= budget.task_max_tokens:
+        return "timeout", f"token budget for the trial ({budget.task_max_tokens}) spent"
+    return None
+
+
+def _stage_stop(budget: Budget, stage_turns: int, stage_start: float,
+                stage_tokens: int) -> tuple[ExitReason, str] | None:
+    """A per-part budget that has run out, if any."""
+    if budget.max_turns is not None and stage_turns >= budget.max_turns:
+        return "turn_cap", f"turn cap for the part ({budget.max_turns}) reached"
+    if time.monotonic() - stage_start >= budget.timeout_sec:
+        return "timeout", f"wall-time limit for the part ({budget.timeout_sec:g}s) reached"
+    if budget.max_tokens is not None and stage_tokens >= budget.max_tokens:
+        return "timeout", f"token budget for the part ({budget.max_tokens}) spent"
+    return None
+
+
+def _wall_left(budget: Budget, rollout: Rollout, stage_start: float) -> float:
+    left = budget.timeout_sec - (time.monotonic() - stage_start)
+    if budget.task_timeout_sec is not None:
+        left = min(left, budget.task_timeout_sec - rollout.elapsed())
+    return left
+
+
+def run_stage(env: Environment, agent: Agent, task: Task, stage: Stage, history: History, budget: Budget,
+              *, terminal: Terminal | None = None, rollout: Rollout | None = None,
+              last_stage: bool | None = None) -> StageOutcome:
     """Drive one stage turn by turn, then verify the state the agent left."""
-    history.add(Message(role="user", content=stage_prompt(task, stage, budget), stage_index=stage.index))
+    terminal = terminal or ExecTerminal(env)
+    rollout = rollout or Rollout(budget=budget, n_parts=task.n_stages)
+    recorder = rollout.recorder
+    last_stage = stage.index == task.n_stages - 1 if last_stage is None else last_stage
+    confirm = bool(getattr(agent, "ask_confirmation", False)) and last_stage
+
     start = time.monotonic()
     agent_s = 0.0
-    turns = 0
+    turns = parse_errors = 0
     reason: ExitReason | None = None
     error: str | None = None
+    detail: str | None = None
     acted = False
+    awaiting_confirmation = False
+    usage_at_start = _usage(agent)
+
+    # parts not reached before a trial-wide budget ran out fail without running (App. B)
+    pre = _trial_stop(budget, rollout, usage_at_start.tokens_in + usage_at_start.tokens_out)
+    if pre is not None:
+        if recorder:
+            recorder.system(f"part {stage.index + 1} not started: {pre[1]}", stage.index)
+        return StageOutcome(stage=stage.name, passed=False, reward=0.0, turns=0, wall_s=0.0, agent_s=0.0,
+                            verifier_s=0.0, exit_reason=pre[0], detail=pre[1])
+
+    prompt = stage_prompt(task, stage, budget, rollout.turns, rollout.n_parts)
+    history.add(Message(role="user", content=prompt, stage_index=stage.index))
+    if recorder:
+        recorder.user(prompt, stage.index, stage=stage.name)
+
+    def compact(why: str) -> None:
+        history.compact(stage.index, keep_stage=stage.index)
+        rollout.compactions += 1
+        if recorder:
+            recorder.system(f"history compacted ({why})", stage.index,
+                            summary=history.messages[0].content if history.messages else "")
+
     while True:
-        if budget.max_turns is not None and turns >= budget.max_turns:
-            reason = "turn_cap"
+        now = _usage(agent)
+        stop = _trial_stop(budget, rollout, now.tokens_in + now.tokens_out) or _stage_stop(
+            budget, turns, start, now.tokens_in + now.tokens_out - usage_at_start.tokens_in - usage_at_start.tokens_out)
+        if stop is not None:
+            reason, detail = stop
             break
-        remaining = budget.timeout_sec - (time.monotonic() - start)
-        if remaining <= 0:
-            reason = "timeout"
-            break
-        observation = Observation(
-            task=task.name, stage=stage.name, stage_index=stage.index, n_stages=task.n_stages,
-            turn=turns + 1, turn_cap=budget.max_turns, messages=tuple(history.messages),
-        )
         t0 = time.monotonic()
         try:
-            action = agent.act(observation)
+            if history.policy == "compact" and getattr(agent, "near_context_limit", lambda: False)():
+                compact("context nearly full")
+            action = None
+            for attempt in range(2):
+                observation = Observation(
+                    task=task.name, stage=stage.name, stage_index=stage.index, n_stages=task.n_stages,
+                    turn=turns + 1, turn_cap=budget.max_turns, messages=tuple(history.messages),
+                )
+                try:
+                    action = agent.act(observation)
+                    break
+                except ContextLengthExceeded as exc:
+                    if attempt == 1:
+                        raise RuntimeError(
+                            f"context length exceeded even after compacting the history: {exc}") from exc
+                    compact(f"context length exceeded: {str(exc)[:200]}")
         except Exception as exc:  # an agent crash is a recorded outcome, never a lost trial
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
             reason = "harness_error"
-            break
-        finally:
             agent_s += time.monotonic() - t0
-        turns += 1
-        history.add(Message(role="assistant", content=_describe(action), stage_index=stage.index))
-        outputs = []
-        for command in action.commands:
-            remaining = budget.timeout_sec - (time.monotonic() - start)
-            if remaining <= 0:
-                break
-            wait = min(budget.command_timeout_sec, remaining)
-            result = env.exec(command.keystrokes, wait)
-            acted = True
-            outputs.append(result.output + (f"\n[command timed out after {wait:.0f}s]" if result.timed_out else ""))
-        if action.commands:
-            history.add(Message(role="user", content=truncate_output("".join(outputs)), stage_index=stage.index))
-        if action.task_complete:
+            if recorder:
+                recorder.system(f"harness error: {type(exc).__name__}: {exc}", stage.index)
             break
+        agent_s += time.monotonic() - t0
+        turns += 1
+        rollout.turns += 1
+        after = _usage(agent)
+        raw = getattr(action, "raw", None)
+        parse_error = getattr(action, "parse_error", None)
+        history.add(Message(role="assistant", content=raw if raw is not None else _describe(action),
+                            stage_index=stage.index))
+
+        if parse_error:
+            parse_errors += 1
+            rollout.parse_errors += 1
+            feedback = PARSE_ERROR_PROMPT.format(error=parse_error)
+            history.add(Message(role="user", content=feedback, stage_index=stage.index))
+            if recorder:
+                recorder.agent_turn(raw or "", [], feedback, stage.index, turns, after.tokens_in - now.tokens_in,
+                                    after.tokens_out - now.tokens_out, after.cost_usd - now.cost_usd,
+                                    parse_error=parse_error)
+            continue
+
+        finished_all = True
+        for command in action.commands:
+            wait = min(budget.command_timeout_sec, _wall_left(budget, rollout, start))
+            if wait <= 0:
+                break
+            finished_all = terminal.run(command.keystrokes, wait, command.duration) and finished_all
+            acted = True
+        output = terminal.read() if action.commands else NO_COMMANDS
+
+        done = False
+        if action.task_complete:
+            if confirm and not awaiting_confirmation:
+                awaiting_confirmation = True
+                reply = f"{output}\n\n{CONFIRM_PROMPT}" if action.commands else CONFIRM_PROMPT
+            else:
+                done = True
+                reply = output
+        else:
+            awaiting_confirmation = False
+            reply = output
+        if recorder:
+            recorder.agent_turn(raw if raw is not None else _describe(action),
+                                [c.model_dump() for c in action.commands], reply, stage.index, turns,
+                                after.tokens_in - now.tokens_in, after.tokens_out - now.tokens_out,
+                                after.cost_usd - now.cost_usd, model_name=getattr(agent, "model_name", None))
+        if done:
+            if action.commands:
+                history.add(Message(role="user", content=output, stage_index=stage.index))
+            break
+        history.add(Message(role="user", content=reply, stage_index=stage.index))
+
     agent_phase = time.monotonic() - start
     verdict = env.verify(stage)
     if verdict.passed:
-        reason = "passed"
+        reason = "passed" if reason != "harness_error" else reason
     elif reason is None:
         reason = "failed" if acted else "early_exit"
+    if recorder:
+        recorder.system(f"part {stage.index + 1} verified: reward {verdict.reward:g} "
+                        f"({'passed' if verdict.passed else 'failed'})", stage.index,
+                        exit_reason=reason, verifier_output=verdict.output[-2000:])
+    end_usage = _usage(agent)
     return StageOutcome(
         stage=stage.name, passed=verdict.passed, reward=verdict.reward, turns=turns,
         wall_s=agent_phase + verdict.duration_s, agent_s=agent_s, verifier_s=verdict.duration_s,
-        exit_reason=reason, error=error,
+        exit_reason=reason, error=error, detail=detail, parse_errors=parse_errors,
+        tokens_in=end_usage.tokens_in - usage_at_start.tokens_in,
+        tokens_out=end_usage.tokens_out - usage_at_start.tokens_out,
     )
 
 
@@ -97,7 +273,8 @@ def _describe(action: Action) -> str:
 
 
 def record_from(spec: TrialSpec, outcomes: list[StageOutcome], wall_s: float, agent: Agent,
-                error: str | None = None) -> TrialRecord:
+                error: str | None = None, rollout: Rollout | None = None,
+                trajectory_path: str | None = None) -> TrialRecord:
     """Fold stage outcomes into the trial row."""
     passed_prefix = 0
     for o in outcomes:
@@ -105,20 +282,26 @@ def record_from(spec: TrialSpec, outcomes: list[StageOutcome], wall_s: float, ag
             break
         passed_prefix += 1
     last = outcomes[-1] if outcomes else None
-    usage = agent.usage()
+    usage = _usage(agent)
     if spec.kind == "checkpoint":
         passed = bool(last and last.passed)
     else:
         passed = error is None and bool(outcomes) and all(o.passed for o in outcomes) and passed_prefix == len(outcomes)
     reason: ExitReason = "harness_error" if error else (last.exit_reason if last else "harness_error")
+    if spec.kind == "natural" and passed and reason != "harness_error":
+        reason = "passed"
     return TrialRecord(
         **spec.model_dump(), trial_key=spec.key, passed=passed, stages_passed=passed_prefix,
-        stopped_stage=None if (passed and spec.kind == "natural") else (last.stage if last else None),
+        stopped_stage=None if (passed and spec.kind == "natural") else (last.stage if last else spec.stage),
         turns=sum(o.turns for o in outcomes), wall_s=wall_s,
         agent_s=sum(o.agent_s for o in outcomes), verifier_s=sum(o.verifier_s for o in outcomes),
         exit_reason=reason, tokens_in=usage.tokens_in, tokens_out=usage.tokens_out, cost_usd=usage.cost_usd,
         stage_outcomes_json=json.dumps([o.model_dump() for o in outcomes]),
         error=error or (last.error if last else None),
+        exit_detail=last.detail if last else None,
+        parse_errors=rollout.parse_errors if rollout else sum(o.parse_errors for o in outcomes),
+        compactions=rollout.compactions if rollout else 0,
+        trajectory_path=trajectory_path,
     )
 
 

@@ -20,6 +20,10 @@ class StageOutcome(BaseModel):
     verifier_s: float
     exit_reason: ExitReason
     error: str | None = None
+    detail: str | None = None  # which budget ended the stage, when one did
+    parse_errors: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
 
 
 class TrialSpec(BaseModel):
@@ -57,3 +61,7 @@ class TrialRecord(TrialSpec):
     cost_usd: float = 0.0
     stage_outcomes_json: str  # list[StageOutcome] as JSON, kept flat for parquet
     error: str | None = None
+    exit_detail: str | None = None  # e.g. which budget (turns, wall time, tokens) stopped the trial
+    parse_errors: int = 0  # replies the harness could not parse (fed back to the agent)
+    compactions: int = 0  # history compactions (policy or context-length recovery)
+    trajectory_path: str | None = None  # ATIF trajectory JSON, relative to the study output dir

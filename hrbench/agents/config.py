@@ -1,0 +1,107 @@
+"""Agent configuration: the `llm` and `command` agent specs, and `agents/<id>.yaml` files.
+
+A config file holds exactly one agent entry as a study declares it (same schema, same
+validation), so a file checked with `hrbench agents check agents/<id>.yaml` can be pasted into
+a study's `agents:` list unchanged. Examples for vLLM, ollama and OpenAI: examples/agents/.
+
+This module imports nothing from hrbench (protocol.py imports it for the AgentSpec union).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+AGENT_ID_PATTERN = r"^[a-z0-9][a-z0-9_.-]*$"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Prices(_Frozen):
+    """USD per million tokens; cost = tokens_in * input + tokens_out * output (per million)."""
+
+    input_per_mtok: float = Field(0.0, ge=0, description="USD per 1M prompt tokens")
+    output_per_mtok: float = Field(0.0, ge=0, description="USD per 1M completion tokens")
+
+    def cost(self, tokens_in: int, tokens_out: int) -> float:
+        return (tokens_in * self.input_per_mtok + tokens_out * self.output_per_mtok) / 1e6
+
+
+class LLMAgentSpec(_Frozen):
+    """A model behind any OpenAI-compatible chat endpoint (vLLM, ollama, OpenAI, OpenRouter, llama.cpp)."""
+
+    id: str = Field(pattern=AGENT_ID_PATTERN, description="partition key of the agent: lower case, digits, . _ -")
+    kind: Literal["llm"]
+    model: str = Field(min_length=1, description="model name as the endpoint knows it")
+    base_url: str = Field(description="endpoint root, e.g. http://localhost:8000/v1")
+    api_key_env: str | None = Field(
+        "OPENAI_API_KEY", description="name of the environment variable holding the API key; null = no key"
+    )
+    temperature: float = Field(0.0, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    max_output_tokens: int = Field(2048, ge=1, description="max tokens per reply")
+    timeout_sec: float = Field(120.0, gt=0, description="per request")
+    max_retries: int = Field(4, ge=0, le=20, description="retries on 429, 5xx and connection errors")
+    backoff_sec: float = Field(1.0, ge=0, description="first retry delay; doubles each retry")
+    backoff_max_sec: float = Field(30.0, ge=0)
+    context_window: int | None = Field(
+        None, ge=256, description="tokens; when set, `compact` history compacts before the prompt nears it"
+    )
+    compact_at: float = Field(0.8, gt=0, lt=1, description="share of context_window that triggers compaction")
+    response_format: Literal["auto", "json_object", "none"] = Field(
+        "auto", description="ask for JSON output; 'auto' asks and stops asking if the endpoint refuses"
+    )
+    send_seed: bool = Field(True, description="pass the per-trial seed to the endpoint")
+    prices: Prices = Prices()
+    extra_body: dict[str, Any] = Field(default_factory=dict, description="extra request fields for the endpoint")
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {value!r}")
+        return value.rstrip("/")
+
+
+class CommandAgentSpec(_Frozen):
+    """An external program speaking JSON lines on stdin/stdout (docs/agents.md, examples/command_agent/)."""
+
+    id: str = Field(pattern=AGENT_ID_PATTERN, description="partition key of the agent: lower case, digits, . _ -")
+    kind: Literal["command"]
+    argv: list[str] = Field(min_length=1, description="program and arguments, e.g. [python, my_agent.py]")
+    cwd: str | None = Field(None, description="working directory of the program")
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment variables")
+    reply_timeout_sec: float = Field(300.0, gt=0, description="longest wait for one reply line")
+
+
+class AgentConfigError(ValueError):
+    """An agent config file that cannot be used: names the file, the field and what to do."""
+
+
+def load_agent_config(path: str | Path) -> LLMAgentSpec | CommandAgentSpec:
+    """Read and validate `agents/<id>.yaml`; errors name the file and field."""
+    path = Path(path)
+    if not path.is_file():
+        raise AgentConfigError(f"{path}: agent config file not found")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise AgentConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise AgentConfigError(f"{path}: expected a mapping with at least `id` and `kind`")
+    kinds = {"llm": LLMAgentSpec, "command": CommandAgentSpec}
+    kind = raw.get("kind")
+    if kind not in kinds:
+        raise AgentConfigError(f"{path}: kind: expected one of {sorted(kinds)}, got {kind!r}")
+    try:
+        spec = kinds[kind].model_validate(raw)
+    except ValidationError as exc:
+        lines = [f"  {'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()]
+        raise AgentConfigError(f"{path}: invalid {kind} agent config\n" + "\n".join(lines)
+                               + "\nSee docs/agents.md.") from exc
+    return spec
