@@ -230,9 +230,10 @@ def _bank_chunk(
     # Checkpoints: one distribution per task-stage; rows laid out (task, stage, replicate).
     p_hat = np.divide(k, m, out=np.zeros(k.shape), where=m > 0)
     ck = binomial_tables(m.ravel(), p_hat.ravel(), int(m.max()) + 1)
-    rows = np.repeat(np.arange(Tc * S), K)
+    rows = np.repeat(np.arange(Tc * S, dtype=np.int32), K)
     kstar = ck.sample(rows, rng.random(Tc * S * K))
-    log_q = (flat_table[np.repeat(m.ravel(), K) * W + kstar] * np.repeat(mask.ravel(), K)).reshape(Tc, S, K)
+    row_logs = log_table[m.ravel()] * mask.ravel()[:, None]  # ln s(k, m_row); 0 on padding stages
+    log_q = row_logs.ravel()[rows * np.int32(W) + kstar].reshape(Tc, S, K)
     # Natural rollouts: the binomial chain, with n = passed*_{i-1} itself resampled.
     n_max = int(m0.max())
     chain = binomial_tables_all_n(chain_p.ravel(), n_max)

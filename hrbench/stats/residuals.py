@@ -167,6 +167,16 @@ def _aggregate_bound(
     return None, None
 
 
+def _one_sided(bound: BoundSide | None, value: float | None, ci: tuple[float, float]) -> tuple[float, float]:
+    """Under the ``bound`` rule an undefined Γ is reported as the one-sided interval its bound gives
+    (every bootstrap replicate is then ±inf as well, which says nothing more)."""
+    if bound == "lower" and value is not None:
+        return value, math.inf
+    if bound == "upper" and value is not None:
+        return -math.inf, value
+    return ci
+
+
 def _percentile_probs(level: float) -> np.ndarray:
     return np.array([(1 - level) / 2, (1 + level) / 2])
 
@@ -258,6 +268,7 @@ def residual_table(
     if "task" in scopes:
         for j, (t, e) in enumerate(zip(tasks, ests)):
             ci = bank.task_ci[j]
+            low, high = _one_sided(e.bound, e.bound_value, (ci[0, 0], ci[0, 1]))
             rows.append(
                 ResidualRow(
                     scope="task",
@@ -266,10 +277,10 @@ def residual_table(
                     p_expected=e.p_expected,
                     p_observed=e.p_observed,
                     gamma=e.gamma,
-                    ci_low=_f(ci[0, 0]),
-                    ci_high=_f(ci[0, 1]),
-                    trial_ci_low=_f(ci[0, 0]),
-                    trial_ci_high=_f(ci[0, 1]),
+                    ci_low=_f(low),
+                    ci_high=_f(high),
+                    trial_ci_low=_f(low),
+                    trial_ci_high=_f(high),
                     se_delta=e.se_delta,
                     ci_method=f"trial-{ci_method}",
                     zero_rule_applied=e.zero_rule_applied,
@@ -310,6 +321,8 @@ def residual_table(
         bound, bound_value = (None, None)
         if zero_rule == "bound" and gamma is None and idx.size:
             bound, bound_value = _aggregate_bound(group_ests, w, level)
+        h_low, h_high = _one_sided(bound, bound_value, (hier_ci[g, 0], hier_ci[g, 1]))
+        t_low, t_high = _one_sided(bound, bound_value, (trial_ci[g, 0], trial_ci[g, 1]))
         rows.append(
             ResidualRow(
                 scope=scope,
@@ -318,10 +331,10 @@ def residual_table(
                 p_expected=p_exp,
                 p_observed=p_obs,
                 gamma=gamma,
-                ci_low=_f(hier_ci[g, 0]),
-                ci_high=_f(hier_ci[g, 1]),
-                trial_ci_low=_f(trial_ci[g, 0]),
-                trial_ci_high=_f(trial_ci[g, 1]),
+                ci_low=_f(h_low),
+                ci_high=_f(h_high),
+                trial_ci_low=_f(t_low),
+                trial_ci_high=_f(t_high),
                 se_delta=aggregate_delta_se(group_ests, w) if idx.size else None,
                 ci_method=f"hierarchical-{ci_method}",
                 zero_rule_applied=any(ests[i].zero_rule_applied for i in np.flatnonzero(in_group)),
