@@ -5,6 +5,7 @@ from __future__ import annotations
 from hrbench.agents.base import Agent
 from hrbench.agents.oracle import NopAgent, OracleAgent
 from hrbench.agents.sim import SimAgent
+from hrbench.agents.config import CommandAgentSpec, LLMAgentSpec
 from hrbench.protocol import AgentSpec, NopAgentSpec, OracleAgentSpec, SimAgentSpec
 
 
@@ -16,4 +17,12 @@ def make_agent(spec: AgentSpec) -> Agent:
         return OracleAgent()
     if isinstance(spec, NopAgentSpec):
         return NopAgent()
+    if isinstance(spec, LLMAgentSpec):
+        from hrbench.agents.llm import LLMAgent  # imports the openai SDK
+
+        return LLMAgent(spec)
+    if isinstance(spec, CommandAgentSpec):
+        from hrbench.agents.command import CommandAgent
+
+        return CommandAgent(spec)
     raise TypeError(f"no agent implementation for kind {getattr(spec, 'kind', spec)!r}")

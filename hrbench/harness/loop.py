@@ -239,9 +239,7 @@ def run_stage(env: Environment, agent: Agent, task: Task, stage: Stage, history:
                                 [c.model_dump() for c in action.commands], reply, stage.index, turns,
                                 after.tokens_in - now.tokens_in, after.tokens_out - now.tokens_out,
                                 after.cost_usd - now.cost_usd, model_name=getattr(agent, "model_name", None))
-        if done:
-            if action.commands:
-                history.add(Message(role="user", content=output, stage_index=stage.index))
+        if done:  # the output of the completing turn is in the trajectory; the next part's prompt follows
             break
         history.add(Message(role="user", content=reply, stage_index=stage.index))
 
