@@ -39,13 +39,22 @@ from scipy import stats
 from hrbench.stats.data import TaskOutcomes, ZeroRule
 from hrbench.stats.estimate import log_proportions
 from hrbench.stats.intervals import smoothed_log_table
-from hrbench.stats.sampling import binomial_tables, binomial_tables_all_n
+from hrbench.stats.sampling import GUIDE_CELLS, binomial_tables, binomial_tables_all_n
 
 CiMethod = Literal["percentile", "bca"]
 
 # Elements per working array: small enough to stay in cache (the sampler is
 # memory-bound), large enough to amortize Python overhead.
 _BLOCK = 300_000
+# Chain tables hold every n in 0..m_0, i.e. ~(m_0+1)(m_0+1+GUIDE_CELLS) entries per
+# task-stage; building an entry costs about a third of what a Generator.binomial draw
+# costs more than a table draw, so tables pay only with enough replicates per row.
+_TABLE_ENTRY_PER_DRAW = 0.4
+
+
+def _chain_tables_pay(n_max: int, K: int) -> bool:
+    """Whether tabulating Bin(n, p) for every n beats ``Generator.binomial`` for K draws per row."""
+    return _TABLE_ENTRY_PER_DRAW * (n_max + 1) * (n_max + 2 + GUIDE_CELLS) < K
 
 
 @dataclass(frozen=True, eq=False)
@@ -236,12 +245,16 @@ def _bank_chunk(
     log_q = row_logs.ravel()[rows * np.int32(W) + kstar].reshape(Tc, S, K)
     # Natural rollouts: the binomial chain, with n = passed*_{i-1} itself resampled.
     n_max = int(m0.max())
-    chain = binomial_tables_all_n(chain_p.ravel(), n_max)
     log_r = np.empty((Tc, S, K))
     prev = np.repeat(m0, K)
-    row0 = np.repeat(np.arange(Tc) * S * (n_max + 1), K)
+    if _chain_tables_pay(n_max, K):
+        chain = binomial_tables_all_n(chain_p.ravel(), n_max)
+        row0 = np.repeat(np.arange(Tc) * S * (n_max + 1), K)
     for i in range(S):
-        cur = chain.sample(row0 + i * (n_max + 1) + prev, rng.random(Tc * K))
+        if _chain_tables_pay(n_max, K):
+            cur = chain.sample(row0 + i * (n_max + 1) + prev, rng.random(Tc * K))
+        else:
+            cur = rng.binomial(prev, np.repeat(chain_p[:, i], K))
         log_r[:, i, :] = flat_table[prev * W + cur].reshape(Tc, K) * mask[:, i, None]
         prev = cur
     p_exp, p_obs = np.exp(log_q.sum(1)), np.exp(log_r.sum(1))
@@ -265,7 +278,11 @@ def trial_bank(
     Results depend only on the inputs and ``seed``, never on ``workers``.
     """
     T, S = pk.k.shape
-    chunk = max(1, _BLOCK // max(K * S, 1))
+    n_max = int(pk.m0.max())
+    per_task = K * S
+    if _chain_tables_pay(n_max, K):
+        per_task = max(per_task, S * (n_max + 1) * (n_max + 2 + GUIDE_CELLS) // 4)
+    chunk = max(1, _BLOCK // per_task)
     slices = [slice(a, min(a + chunk, T)) for a in range(0, T, chunk)]
     seeds = seed.spawn(len(slices))
     log_table = smoothed_log_table(int(max(pk.m.max(), pk.m0.max())), zero_rule)
@@ -312,6 +329,23 @@ def aggregate_gamma(p_exp: np.ndarray, p_obs: np.ndarray, wmat: np.ndarray, zero
         return np.log(p_exp @ wmat) - np.log(p_obs @ wmat)
 
 
+def _group_weights(pk: Packed, weights: np.ndarray) -> np.ndarray:
+    """(T, G) weights × membership for each family and ``all``."""
+    names_w = np.zeros((pk.n_tasks, len(pk.families) + 1))
+    names_w[np.arange(pk.n_tasks), pk.family_index] = weights
+    names_w[:, -1] = weights
+    return names_w
+
+
+def _task_counts(rng: np.random.Generator, strata: list[np.ndarray], nb: int, T: int) -> np.ndarray:
+    """(nb, T) multiplicities: each family's tasks drawn with replacement, family sizes kept."""
+    counts = np.zeros((nb, T), np.int64)
+    for s in strata:
+        draws = s[rng.integers(0, s.size, (nb, s.size))]
+        counts += np.bincount((np.arange(nb)[:, None] * T + draws).ravel(), minlength=nb * T).reshape(nb, T)
+    return counts
+
+
 def hierarchical_gammas(
     banks: Sequence[TrialBank],
     pk: Packed,
@@ -320,7 +354,7 @@ def hierarchical_gammas(
     zero_rule: ZeroRule,
     weights: np.ndarray,
 ) -> np.ndarray:
-    """Hierarchical replicates of Γ for every group; ``(len(banks), n_boot, G)``.
+    """Hierarchical (tasks, then trials) replicates of Γ per group; ``(len(banks), n_boot, G)``.
 
     Replicate ``b`` draws each family's tasks with replacement, giving task ``t``
     a count ``c_bt``; its copies take the task's next ``c_bt`` bank entries (in
@@ -335,9 +369,7 @@ def hierarchical_gammas(
     strata = [np.flatnonzero(pk.family_index == f) for f in range(len(pk.families))]
     if max(s.size for s in strata) > K:
         raise ValueError("bank size must be at least the largest family")
-    names_w = np.zeros((T, len(pk.families) + 1))
-    names_w[np.arange(T), pk.family_index] = weights
-    names_w[:, -1] = weights
+    names_w = _group_weights(pk, weights)
     running = []
     for bank in banks:
         pe, po = bank.p_exp, bank.p_obs
@@ -353,10 +385,7 @@ def hierarchical_gammas(
     rows = np.arange(T) * (2 * K + 1)
     for b0 in range(0, n_boot, block):
         nb = min(block, n_boot - b0)
-        counts = np.zeros((nb, T), np.int64)
-        for s in strata:
-            draws = s[rng.integers(0, s.size, (nb, s.size))]
-            counts += np.bincount((np.arange(nb)[:, None] * T + draws).ravel(), minlength=nb * T).reshape(nb, T)
+        counts = _task_counts(rng, strata, nb, T)
         first = (start + np.cumsum(counts, 0) - counts) % K  # first entry used by each (replicate, task)
         start = (start + counts.sum(0)) % K
         lo, hi = rows + first, rows + first + counts
@@ -366,6 +395,28 @@ def hierarchical_gammas(
             with np.errstate(divide="ignore", invalid="ignore"):
                 out[j, b0 : b0 + nb] = np.log(s_e) - np.log(s_o)
     return out
+
+
+def task_resample_gammas(
+    p_exp: np.ndarray,
+    p_obs: np.ndarray,
+    pk: Packed,
+    n_boot: int,
+    seed: np.random.SeedSequence,
+    weights: np.ndarray,
+) -> np.ndarray:
+    """Replicates of Γ per group resampling whole tasks only (each keeps its observed trials); (n_boot, G).
+
+    The one-stage cluster bootstrap (Davison & Hinkley 1997, §3.8): the spread of
+    the drawn tasks' estimates already contains their trial noise, so trials are
+    not resampled again. Offered beside the two-stage default for comparison.
+    """
+    rng = np.random.default_rng(seed)
+    strata = [np.flatnonzero(pk.family_index == f) for f in range(len(pk.families))]
+    names_w = _group_weights(pk, weights)
+    counts = _task_counts(rng, strata, n_boot, pk.n_tasks)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(counts @ (names_w * p_exp[:, None])) - np.log(counts @ (names_w * p_obs[:, None]))
 
 
 def hierarchical_jackknife(p_exp: np.ndarray, p_obs: np.ndarray, wmat: np.ndarray, zero_rule: ZeroRule) -> np.ndarray:

@@ -31,6 +31,7 @@ from hrbench.stats.bootstrap import (
     hierarchical_jackknife,
     jackknife_acceleration,
     pack,
+    task_resample_gammas,
     trial_bank,
     trial_variants,
 )
@@ -230,6 +231,7 @@ def residual_table(
     quadrant_thresholds: QuadrantThresholds = QuadrantThresholds(),
     ci_method: CiMethod = "percentile",
     scopes: Sequence[Scope] = ALL_SCOPES,
+    hierarchical: Literal["tasks_then_trials", "tasks_only"] = "tasks_then_trials",
 ) -> list[ResidualRow]:
     """Γ_H rows for every task, every family and ``all``, with bootstrap intervals.
 
@@ -242,6 +244,9 @@ def residual_table(
         quadrant_thresholds: declared thresholds for the quadrant label.
         ci_method: ``percentile`` (default) or ``bca``.
         scopes: which rows to produce (calibration skips task rows).
+        hierarchical: headline resampling for family/all rows: tasks then trials
+            (default, DESIGN §7) or whole tasks only (one-stage cluster bootstrap;
+            see docs/statistics.md §11 for why it is offered).
     """
     tasks = list(tasks)
     ests = [estimate_task(t, zero_rule, level) for t in tasks]
@@ -299,7 +304,12 @@ def residual_table(
         return rows
 
     trial_reps = aggregate_gamma(bank.p_exp[:, :n_boot].T, bank.p_obs[:, :n_boot].T, wmat, zero_rule)
-    hier_reps = hierarchical_gammas([bank], pk, n_boot, hier_seed, zero_rule, pk.weights * kept)[0]
+    if hierarchical == "tasks_then_trials":
+        hier_reps = hierarchical_gammas([bank], pk, n_boot, hier_seed, zero_rule, pk.weights * kept)[0]
+        hier_label = "hierarchical"
+    else:
+        hier_reps = task_resample_gammas(pe0, po0, pk, n_boot, hier_seed, pk.weights * kept)
+        hier_label = "task-resample"
     accel_h = accel_tr = None
     if bca:
         accel_h = jackknife_acceleration(hierarchical_jackknife(pe0, po0, wmat, zero_rule), np.ones(T))
@@ -336,7 +346,7 @@ def residual_table(
                 trial_ci_low=_f(t_low),
                 trial_ci_high=_f(t_high),
                 se_delta=aggregate_delta_se(group_ests, w) if idx.size else None,
-                ci_method=f"hierarchical-{ci_method}",
+                ci_method=f"{hier_label}-{ci_method}",
                 zero_rule_applied=any(ests[i].zero_rule_applied for i in np.flatnonzero(in_group)),
                 n_tasks=int(idx.size),
                 n_excluded=int(np.sum(in_group & ~kept)),
