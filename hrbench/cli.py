@@ -26,6 +26,8 @@ from hrbench.tasks.model import TaskError
 app = typer.Typer(help="hrbench: horizon residuals of agents on long tasks.", no_args_is_help=True)
 tasks_app = typer.Typer(help="Task packages: list and audit.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
+agents_app = typer.Typer(help="Agent configuration files: validate and ping.", no_args_is_help=True)
+app.add_typer(agents_app, name="agents")
 console = Console()
 err = Console(stderr=True)
 
@@ -109,6 +111,26 @@ def tasks_audit(paths: list[Path] = typer.Argument(None, help="task package dire
         err.print(f"[red]{failures} stage(s) failed the audit[/]")
         raise typer.Exit(1)
     console.print("all tasks pass the verifier audit")
+
+
+@agents_app.command("check")
+def agents_check(config: Path = typer.Argument(..., help="agent config file, e.g. agents/<id>.yaml")) -> None:
+    """Validate an agent config (llm or command) and ping its endpoint or program. Exit 1 on any problem."""
+    from hrbench.agents.config import AgentCheckError, AgentConfigError, check_agent, load_agent_config
+
+    try:
+        spec = load_agent_config(config)
+    except AgentConfigError as exc:
+        err.print(f"[red]invalid:[/] {exc}")
+        raise typer.Exit(1) from exc
+    if config.stem != spec.id:
+        err.print(f"[yellow]note:[/] id {spec.id!r} differs from the file name {config.name!r}")
+    console.print(f"[green]valid[/] {spec.kind} agent {spec.id!r}")
+    try:
+        console.print(f"[green]ok[/] {check_agent(spec)}")
+    except AgentCheckError as exc:
+        err.print(f"[red]unreachable:[/] {exc}")
+        raise typer.Exit(1) from exc
 
 
 @app.command()

@@ -1,0 +1,70 @@
+"""Protects the `command` agent: an external program speaking JSON lines drives the same
+harness (persistent shell, parse errors, usage), and a dying program is a recorded harness_error."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from hrbench.agents.command import CommandAgent
+from hrbench.agents.config import CommandAgentSpec
+from hrbench.harness.trials import run_checkpoint_trial, run_natural_trial
+from hrbench.protocol import CONDITIONS, CheckpointProtocol
+from tests.agents.helpers import FAST, spec
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "command_agent" / "list_then_finish.py"
+
+
+def _program(tmp_path: Path, body: str) -> list[str]:
+    path = tmp_path / "agent.py"
+    path.write_text("import json, sys\n" + body)
+    return [sys.executable, str(path)]
+
+
+def test_example_command_agent_runs_a_natural_rollout(tiny_task, backend, tmp_path):
+    agent = CommandAgent(CommandAgentSpec(id="lister", kind="command", argv=[sys.executable, str(EXAMPLE)]))
+    record = run_natural_trial(spec("natural"), tiny_task, agent, backend, CONDITIONS["baseline"], FAST, 0,
+                               trajectory_dir=tmp_path / "t")
+    assert record.exit_reason == "failed" and record.stopped_stage == "make"  # it looks, solves nothing
+    assert record.turns == 2 and record.tokens_out == 20
+    traj = json.loads((tmp_path / record.trajectory_path).read_text())
+    first = [s for s in traj["steps"] if s["source"] == "agent"][0]
+    assert "seed.txt" in first["observation"]["results"][0]["content"]  # ls ran in the persistent shell
+
+
+def test_command_agent_sees_the_observation_schema_and_parse_errors(tiny_task, backend, tmp_path):
+    log = tmp_path / "seen.jsonl"
+    argv = _program(tmp_path, f"""
+for line in sys.stdin:
+    msg = json.loads(line)
+    open({str(log)!r}, "a").write(line)
+    if msg["type"] != "observation":
+        continue
+    if msg["turn"] == 1:
+        print("this is not json", flush=True)
+    elif msg["turn"] == 2:
+        print(json.dumps({{"commands": [{{"keystrokes": "cd /tmp; echo $(( $(cat /app/seed.txt) + 1 )) > /app/a.txt\\n"}}]}}), flush=True)
+    else:
+        print(json.dumps({{"commands": [{{"keystrokes": "pwd\\n"}}], "task_complete": True}}), flush=True)
+""")
+    agent = CommandAgent(CommandAgentSpec(id="p", kind="command", argv=argv))
+    record = run_checkpoint_trial(spec("checkpoint", stage="make"), tiny_task, agent, backend,
+                                  CheckpointProtocol(budget=FAST), 0, trajectory_dir=tmp_path / "t")
+    seen = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [m["type"] for m in seen] == ["begin_trial", "observation", "observation", "observation", "end_trial"]
+    third = seen[3]
+    assert set(third) >= {"task", "stage", "stage_index", "n_stages", "turn", "turn_cap", "messages"}
+    assert "Previous response had parsing errors" in seen[2]["messages"][-1]["content"]
+    assert record.passed and record.parse_errors == 1
+    traj = json.loads((tmp_path / record.trajectory_path).read_text())
+    assert "/tmp" in [s for s in traj["steps"] if s["source"] == "agent"][-1]["observation"]["results"][0]["content"]
+
+
+def test_a_dying_command_agent_is_a_harness_error(tiny_task, backend, tmp_path):
+    argv = _program(tmp_path, "sys.stdin.readline(); sys.stderr.write('boom: out of credits\\n'); sys.exit(3)\n")
+    agent = CommandAgent(CommandAgentSpec(id="p", kind="command", argv=argv))
+    record = run_checkpoint_trial(spec("checkpoint", stage="make"), tiny_task, agent, backend,
+                                  CheckpointProtocol(budget=FAST), 0, trajectory_dir=tmp_path / "t")
+    assert record.exit_reason == "harness_error" and "exited (code 3)" in record.error
+    assert "boom: out of credits" in record.error
