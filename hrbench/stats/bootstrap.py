@@ -39,14 +39,14 @@ from scipy import stats
 from hrbench.stats.data import TaskOutcomes, ZeroRule
 from hrbench.stats.estimate import log_proportions
 from hrbench.stats.intervals import smoothed_log_table
-from hrbench.stats.sampling import GUIDE_CELLS, binomial_tables, binomial_tables_all_n
+from hrbench.stats.sampling import binomial_tables, binomial_tables_all_n, guide_cells
 
 CiMethod = Literal["percentile", "bca"]
 
 # Elements per working array: small enough to stay in cache (the sampler is
 # memory-bound), large enough to amortize Python overhead.
 _BLOCK = 300_000
-# Chain tables hold every n in 0..m_0, i.e. ~(m_0+1)(m_0+1+GUIDE_CELLS) entries per
+# Chain tables hold every n in 0..m_0, i.e. ~(m_0+1)(m_0+2+cells) entries per
 # task-stage; building an entry costs about a third of what a Generator.binomial draw
 # costs more than a table draw, so tables pay only with enough replicates per row.
 _TABLE_ENTRY_PER_DRAW = 0.4
@@ -54,7 +54,7 @@ _TABLE_ENTRY_PER_DRAW = 0.4
 
 def _chain_tables_pay(n_max: int, K: int) -> bool:
     """Whether tabulating Bin(n, p) for every n beats ``Generator.binomial`` for K draws per row."""
-    return _TABLE_ENTRY_PER_DRAW * (n_max + 1) * (n_max + 2 + GUIDE_CELLS) < K
+    return _TABLE_ENTRY_PER_DRAW * (n_max + 1) * (n_max + 2 + guide_cells(n_max + 1)) < K
 
 
 @dataclass(frozen=True, eq=False)
@@ -281,7 +281,7 @@ def trial_bank(
     n_max = int(pk.m0.max())
     per_task = K * S
     if _chain_tables_pay(n_max, K):
-        per_task = max(per_task, S * (n_max + 1) * (n_max + 2 + GUIDE_CELLS) // 4)
+        per_task = max(per_task, S * (n_max + 1) * (n_max + 2 + guide_cells(n_max + 1)) // 4)
     chunk = max(1, _BLOCK // per_task)
     slices = [slice(a, min(a + chunk, T)) for a in range(0, T, chunk)]
     seeds = seed.spawn(len(slices))
@@ -376,24 +376,37 @@ def hierarchical_gammas(
         if zero_rule == "exclude":  # a replicate with an undefined log drops the task from both sums
             keep = (pe > 0) & (po > 0)
             pe, po = pe * keep, po * keep
-        # Running sums over the bank doubled along K, so a wrapped run of entries is one difference.
-        zeros = np.zeros((T, 1))
-        running.append(tuple(np.concatenate([zeros, np.cumsum(np.concatenate([x, x], 1), 1)], 1) for x in (pe, po)))
+        running.append(tuple(_running_sum(x) for x in (pe, po)))
     out = np.empty((len(banks), n_boot, len(pk.families) + 1))
     start = np.zeros(T, np.int64)
     block = max(1, _BLOCK // T)
-    rows = np.arange(T) * (2 * K + 1)
+    row = np.arange(T) * (K + 1)
     for b0 in range(0, n_boot, block):
         nb = min(block, n_boot - b0)
         counts = _task_counts(rng, strata, nb, T)
         first = (start + np.cumsum(counts, 0) - counts) % K  # first entry used by each (replicate, task)
         start = (start + counts.sum(0)) % K
-        lo, hi = rows + first, rows + first + counts
+        end = first + counts
+        # A run past entry K wraps to the start of the bank: add the wrapped part separately.
+        wrapped = np.flatnonzero(end > K)
+        lo, hi = (row + first).ravel(), (row + np.minimum(end, K)).ravel()
+        hi_wrapped = (row + end - K).ravel()[wrapped]
+        row_wrapped = np.broadcast_to(row, end.shape).ravel()[wrapped]
         for j, (cum_e, cum_o) in enumerate(running):
-            s_e = (cum_e.ravel()[hi] - cum_e.ravel()[lo]) @ names_w
-            s_o = (cum_o.ravel()[hi] - cum_o.ravel()[lo]) @ names_w
+            sums = []
+            for cum in (cum_e.ravel(), cum_o.ravel()):
+                x = cum[hi] - cum[lo]
+                x[wrapped] += cum[hi_wrapped] - cum[row_wrapped]
+                sums.append(x.reshape(nb, T) @ names_w)
             with np.errstate(divide="ignore", invalid="ignore"):
-                out[j, b0 : b0 + nb] = np.log(s_e) - np.log(s_o)
+                out[j, b0 : b0 + nb] = np.log(sums[0]) - np.log(sums[1])
+    return out
+
+
+def _running_sum(x: np.ndarray) -> np.ndarray:
+    """Row-wise running sums with a leading 0: sum of entries [a, b) = out[b] − out[a]."""
+    out = np.zeros((x.shape[0], x.shape[1] + 1))
+    np.cumsum(x, axis=1, out=out[:, 1:])
     return out
 
 

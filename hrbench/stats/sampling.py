@@ -15,9 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# A power of two, so that u * GUIDE_CELLS and F * GUIDE_CELLS are exact in floating
-# point and the guide never starts the search past the answer.
-GUIDE_CELLS = 128
+# Guide cells per row: a power of two, so that u * G and F * G are exact in floating
+# point and the guide never starts the search past the answer; about one cell per
+# support point keeps most draws to one comparison without the guide outgrowing the CDF.
+MAX_GUIDE_CELLS = 128
+
+
+def guide_cells(width: int) -> int:
+    """Power-of-two guide size for CDF rows of ``width`` entries."""
+    return int(min(MAX_GUIDE_CELLS, 1 << max(1, (width - 1).bit_length())))
 
 
 @dataclass(frozen=True, eq=False)
@@ -25,15 +31,17 @@ class BinomialTables:
     """CDF rows ``F[row, k] = P(X <= k)`` (padded with 1.0) plus their guide tables."""
 
     cdf: np.ndarray  # (rows * width,) float64, flattened row-major
-    guide: np.ndarray  # (rows * (GUIDE_CELLS + 1),) int32: #{k : F[k] <= g / GUIDE_CELLS}
+    guide: np.ndarray  # (rows * (cells + 1),) int32: #{k : F[k] <= g / cells}
     width: int
+    cells: int
 
     def sample(self, rows: np.ndarray, u: np.ndarray) -> np.ndarray:
         """Inverse-CDF draw ``min{k : F[row, k] > u}`` for each (row, uniform) pair."""
         # int32 indices: half the memory traffic of int64 in this memory-bound loop.
         rows = rows.ravel().astype(np.int32, copy=False)
         u = u.ravel()
-        cell = rows * np.int32(GUIDE_CELLS + 1) + (u * GUIDE_CELLS).astype(np.int32)
+        G = self.cells
+        cell = rows * np.int32(G + 1) + (u * G).astype(np.int32)
         # The answer lies in [guide[g], guide[g+1]].
         lo = self.guide[cell]
         hi = self.guide[cell + 1]
@@ -55,15 +63,15 @@ class BinomialTables:
         return lo
 
 
-def _guide(cdf: np.ndarray) -> np.ndarray:
+def _guide(cdf: np.ndarray, G: int) -> np.ndarray:
     """Guide table ``guide[r, g] = #{k : F[r, k] <= g / G}`` for ``g = 0..G``, computed exactly.
 
     ``guide[r, G]`` is clipped to the last column, where F = 1 > u always.
     """
     rows, width = cdf.shape
-    cell = np.ceil(cdf * GUIDE_CELLS).astype(np.int64)  # F <= g/G  iff  cell <= g
-    flat = (np.arange(rows)[:, None] * (GUIDE_CELLS + 1) + np.minimum(cell, GUIDE_CELLS)).ravel()
-    counts = np.bincount(flat, minlength=rows * (GUIDE_CELLS + 1)).reshape(rows, GUIDE_CELLS + 1)
+    cell = np.ceil(cdf * G).astype(np.int64)  # F <= g/G  iff  cell <= g
+    flat = (np.arange(rows)[:, None] * (G + 1) + np.minimum(cell, G)).ravel()
+    counts = np.bincount(flat, minlength=rows * (G + 1)).reshape(rows, G + 1)
     guide = np.minimum(np.cumsum(counts, axis=1), width - 1)
     return guide.astype(np.int32)
 
@@ -74,7 +82,8 @@ def _finish(pmf: np.ndarray, n: np.ndarray) -> BinomialTables:
     # Force F = 1 from k = n on: guarantees termination and removes rounding drift.
     cdf[np.arange(width)[None, :] >= n[:, None]] = 1.0
     np.minimum(cdf, 1.0, out=cdf)
-    return BinomialTables(cdf=cdf.ravel(), guide=_guide(cdf).ravel(), width=width)
+    G = guide_cells(width)
+    return BinomialTables(cdf=cdf.ravel(), guide=_guide(cdf, G).ravel(), width=width, cells=G)
 
 
 def binomial_tables(n: np.ndarray, p: np.ndarray, width: int) -> BinomialTables:
