@@ -195,7 +195,9 @@ class Study(Frozen):
     bootstrap: BootstrapSettings = BootstrapSettings()
     quadrant: QuadrantThresholds = QuadrantThresholds()
     seed: int = Field(0, description="seeds every agent's randomness (with the trial key)")
-    concurrency: int = Field(2, ge=1, le=64, description="trials run at once inside one partition")
+    concurrency: int = Field(
+        4, ge=1, le=64, description="trials run at once inside one partition (they mostly wait on sandboxes)"
+    )
 
     @field_validator("conditions")
     @classmethod

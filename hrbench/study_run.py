@@ -7,6 +7,7 @@ statistics and no Dagster.
 from __future__ import annotations
 
 import functools
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -79,7 +80,10 @@ class StudyRun:
         return self.stamp(pd.DataFrame(rows))
 
     def audit(self) -> list[StageAudit]:
-        return [row for t in self.tasks for row in audit_task(t, self.backend)]
+        """Verifier audit of every task, tasks in parallel (each builds its own snapshots)."""
+        with ThreadPoolExecutor(max_workers=self.study.concurrency) as pool:
+            per_task = list(pool.map(lambda t: audit_task(t, self.backend), self.tasks))
+        return [row for rows in per_task for row in rows]
 
     def stamp(self, frame: pd.DataFrame) -> pd.DataFrame:
         frame.insert(0, "prereg_sha256", self.prereg_sha256)

@@ -1,0 +1,58 @@
+"""Protects the verifier audit: discriminating verifiers pass, broken ones fail with a clear reason."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hrbench.envs.local import LocalBackend
+from hrbench.tasks.audit import audit_task
+from hrbench.tasks.loader import load_task
+from tests.conftest import TINY_TASK
+
+
+def test_fixture_task_passes_every_audit_check(tmp_path: Path):
+    rows = audit_task(load_task(TINY_TASK), LocalBackend(tmp_path))
+    assert [r.ok for r in rows] == [True, True, True]
+    assert all(r.reference_reward == 1 and r.nothing_reward == 0 and r.key_removed_reward == 0 for r in rows)
+
+
+def test_verifier_that_passes_without_work_is_caught(tiny_task_copy: Path, tmp_path: Path):
+    (tiny_task_copy / "steps" / "report" / "tests" / "test.sh").write_text(
+        "mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\n")
+    rows = {r.stage: r for r in audit_task(load_task(tiny_task_copy), LocalBackend(tmp_path))}
+    assert not rows["report"].ok
+    assert "doing nothing scores 1, not 0" in rows["report"].problem
+    assert "key step still passes" in rows["report"].problem
+    assert rows["make"].ok and rows["double"].ok
+
+
+def test_key_step_that_does_not_matter_is_caught(tiny_task_copy: Path, tmp_path: Path):
+    (tiny_task_copy / "steps" / "double" / "solution" / "solve.sh").write_text(
+        "echo $(( $(cat a.txt) * 2 )) > b.txt\n# hrbench:key-begin\ntrue\n# hrbench:key-end\n")
+    rows = {r.stage: r for r in audit_task(load_task(tiny_task_copy), LocalBackend(tmp_path))}
+    assert not rows["double"].ok and "removing the key step still passes" in rows["double"].problem
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hrbench.cli", "tasks", "audit", *args],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_cli_audit_fails_on_a_broken_task_with_the_reason(tiny_task_copy: Path):
+    (tiny_task_copy / "steps" / "make" / "solution" / "solve.sh").write_text(
+        "# hrbench:key-begin\necho 0 > a.txt\n# hrbench:key-end\n")
+    result = _cli(str(tiny_task_copy))
+    assert result.returncode == 1
+    assert "FAIL tiny-chain" in result.stdout and "reference solution scores 0" in result.stdout
+
+
+@pytest.mark.parametrize("_", [None])
+def test_cli_audit_passes_on_every_builtin_task(_):
+    result = _cli()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "all tasks pass the verifier audit" in result.stdout
+    assert result.stdout.count("ok ") >= 8
