@@ -28,7 +28,6 @@ replicate's aggregate, and drops non-finite replicates at task scope.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal, Sequence
