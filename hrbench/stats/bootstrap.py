@@ -432,10 +432,16 @@ def task_resample_gammas(
 
 
 def hierarchical_jackknife(p_exp: np.ndarray, p_obs: np.ndarray, wmat: np.ndarray, zero_rule: ZeroRule) -> np.ndarray:
-    """Leave-one-task-out Γ per group, ``(T, G)``; NaN where the task is not in the group."""
-    T = p_exp.size
-    drop = np.ones((T, T)) - np.eye(T)  # row t: every task but t
-    vals = aggregate_gamma(drop * p_exp, drop * p_obs, wmat, zero_rule)
+    """Leave-one-task-out Γ per group, ``(T, G)``; NaN where the task is not in the group.
+
+    Γ is a ratio of weighted sums, so dropping task t just subtracts its terms.
+    """
+    if zero_rule == "exclude":
+        keep = (p_exp > 0) & (p_obs > 0)
+        p_exp, p_obs = np.where(keep, p_exp, 0.0), np.where(keep, p_obs, 0.0)
+    s_e, s_o = p_exp @ wmat, p_obs @ wmat
+    with np.errstate(divide="ignore", invalid="ignore"):
+        vals = np.log(s_e - p_exp[:, None] * wmat) - np.log(s_o - p_obs[:, None] * wmat)
     vals[wmat == 0] = np.nan
     return vals
 
