@@ -131,3 +131,9 @@ def test_hierarchical_replicates_match_a_naive_two_stage_bootstrap():
         naive[b] = np.log(s_e) - np.log(s_o)
     assert fast.mean() == pytest.approx(naive.mean(), abs=0.02)
     assert fast.std() == pytest.approx(naive.std(), rel=0.08)
+
+
+def test_tasks_only_resampling_is_offered_and_labelled():
+    rows = residual_table(_tasks(np.random.default_rng(10)), n_boot=400, hierarchical="tasks_only")
+    agg = rows[-1]
+    assert agg.ci_method == "task-resample-percentile" and agg.ci_low < agg.gamma < agg.ci_high
