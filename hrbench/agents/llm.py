@@ -173,7 +173,7 @@ class LLMAgent(Agent):
 
     def near_context_limit(self) -> bool:
         window = self.spec.context_window
-        if not window:
+        if not window or self._last_prompt_tokens == 0:  # nothing sent yet in this trial
             return False
         return self._last_prompt_tokens + self.spec.max_output_tokens >= self.spec.compact_at * window
 

@@ -253,3 +253,32 @@ def test_per_command_wait_is_the_stated_duration_not_the_cap(server, llm_spec, t
     second = server.chat_requests()[1][-1]["content"]
     assert "still running" in second
     assert record.wall_s < 15 and record.exit_reason in ("failed", "early_exit")
+
+
+def test_token_budget_per_part_stops_the_stage(server, llm_spec, tiny_task, backend, tmp_path):
+    server.default = reply(["true\n"])
+    record, _ = checkpoint(llm_spec, tiny_task, backend, tmp_path, stage="make",
+                           budget=Budget(max_turns=5, timeout_sec=60, command_timeout_sec=5, max_tokens=10))
+    assert len(server.requests) == 1 and record.exit_reason == "timeout"
+    assert record.exit_detail == "token budget for the part (10) spent"
+
+
+def test_wall_time_budget_per_trial_stops_the_rollout(server, llm_spec, tiny_task, backend, tmp_path):
+    server.default = reply(["sleep 1\n"], duration=5)
+    record, _ = natural(llm_spec, tiny_task, backend, tmp_path,
+                        budget=Budget(max_turns=50, timeout_sec=60, command_timeout_sec=5, task_timeout_sec=2.5))
+    assert record.exit_reason == "timeout" and "wall-time limit for the trial" in record.exit_detail
+    assert 2.5 <= record.wall_s < 10 and record.turns <= 3
+
+
+def test_compact_policy_compacts_when_the_context_nears_its_limit(server, llm_spec, tiny_task, backend, tmp_path):
+    def responder(body):
+        return "SUMMARY-X" if "Transcript:" in body["messages"][-1]["content"] else reply(["true\n"])
+
+    server.responder = responder
+    small = llm_spec.model_copy(update={"context_window": 256, "max_output_tokens": 32})
+    record, _ = checkpoint(small, tiny_task, backend, tmp_path, stage="report", history="compacted",
+                           budget=Budget(max_turns=2, timeout_sec=60, command_timeout_sec=5))
+    kinds = ["summary" if "Transcript:" in m[-1]["content"] else "act" for m in server.chat_requests()]
+    assert kinds == ["act", "summary", "act"] and record.compactions == 1
+    assert server.chat_requests()[2][1]["content"].startswith("[summary covers=2 parts]\nSUMMARY-X")
