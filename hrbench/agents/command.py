@@ -59,7 +59,8 @@ class CommandAgent(Agent):
         self._lines: queue.Queue = queue.Queue()
         self._stderr: collections.deque = collections.deque(maxlen=50)
         threading.Thread(target=self._pump, args=(self.proc.stdout, self._lines), daemon=True).start()
-        threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True)
+        self._stderr_reader.start()
         self._send({"type": "begin_trial", "trial_key": context.trial_key, "seed": context.seed,
                     "kind": context.kind, "task": context.task.name})
 
@@ -92,7 +93,11 @@ class CommandAgent(Agent):
                 f"agent {self.spec.id!r}: no reply within {self.spec.reply_timeout_sec:g}s; stderr: {self._tail()}"
             ) from exc
         if line is None:
-            code = self.proc.poll()
+            try:
+                code = self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
+            self._stderr_reader.join(timeout=2)  # its last words explain the exit
             raise CommandAgentError(f"agent {self.spec.id!r}: the program exited (code {code}); "
                                     f"stderr: {self._tail()}")
         text = line.decode("utf-8", errors="replace")
