@@ -96,6 +96,10 @@ def remove_cgroup(group: Path | None) -> None:
     """Kill whatever is left in the cgroup, then remove it."""
     if group is None:
         return
+    try:
+        (group / "pids.max").write_text("0")  # nothing in it can fork while it is being emptied
+    except OSError:
+        pass
     for _ in range(50):
         try:
             pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
