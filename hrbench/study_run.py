@@ -38,6 +38,11 @@ class StudyRun:
             cache_dir=self.out_dir / "cache", memory_mb=self.study.checkpoint.budget.memory_mb
         )
 
+    @property
+    def trajectory_dir(self) -> Path:
+        """ATIF trajectories of every trial, referenced from the trial rows."""
+        return self.out_dir / "trajectories"
+
     @classmethod
     def from_file(cls, study_path: str | Path, out_dir: str | Path, progress: bool = True) -> "StudyRun":
         return cls(load_study(study_path), out_dir, progress)
@@ -124,7 +129,8 @@ class StudyRun:
 
         def execute(spec: TrialSpec) -> TrialRecord:
             protocol = self.study.checkpoint_protocol(spec.condition)
-            return run_checkpoint_trial(spec, t, make_agent(spec_of_agent), self.backend, protocol, self.study.seed)
+            return run_checkpoint_trial(spec, t, make_agent(spec_of_agent), self.backend, protocol, self.study.seed,
+                                        trajectory_dir=self.trajectory_dir)
 
         return run_trials(self.checkpoint_specs(agent, task), execute, self._journal("checkpoint", agent, task),
                           self.study.concurrency, f"checkpoint {agent} {task}", self.progress)
@@ -136,7 +142,7 @@ class StudyRun:
         def execute(spec: TrialSpec) -> TrialRecord:
             return run_natural_trial(spec, t, make_agent(spec_of_agent), self.backend,
                                      self.study.condition(spec.condition), self.study.checkpoint.budget,
-                                     self.study.seed)
+                                     self.study.seed, trajectory_dir=self.trajectory_dir)
 
         return run_trials(self.natural_specs(agent, task), execute, self._journal("natural", agent, task),
                           self.study.concurrency, f"natural {agent} {task}", self.progress)

@@ -12,6 +12,10 @@ cd "$(dirname "$0")/.."
 PY="${PYTHON:-.venv/bin/python}"
 
 if ! "$PY" -c "import llama_cpp.server" >/dev/null 2>&1; then
+  if ! command -v cmake >/dev/null || ! command -v g++ >/dev/null; then
+    sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq && $sudo apt-get install -y -qq cmake g++ >/dev/null
+  fi
   echo "installing llama-cpp-python[server] (source build, ~9 min) ..." >&2
   CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" FORCE_CMAKE=1 \
     "$PY" -m pip install --quiet "llama-cpp-python[server]>=0.3,<0.4" >&2
