@@ -49,7 +49,8 @@ def _fmt(value: object) -> str:
 
 def residual_table_html(residuals: pd.DataFrame) -> str:
     columns = [c for c in ["agent", "condition", "scope", "name", "p_expected", "p_observed", "gamma",
-                           "ci_low", "ci_high", "trial_ci_low", "trial_ci_high", "se_delta", "quadrant",
+                           "ci_low", "ci_high", "trial_ci_low", "trial_ci_high", "se_delta", "ci_method",
+                           "zero_rule_applied", "quadrant",
                            "true_gamma"] if c in residuals]
     head = "".join(f"<th>{c}</th>" for c in columns)
     body = "".join(
