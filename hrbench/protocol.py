@@ -13,8 +13,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from hrbench.config_files import describe_validation_error, read_yaml_mapping
 
 from hrbench.agents.config import CommandAgentSpec, LLMAgentSpec
 
@@ -255,29 +256,14 @@ def canonical_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _format_error(err: ValidationError) -> str:
-    lines = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        lines.append(f"  {loc}: {e['msg']}")
-    return "\n".join(lines)
-
-
 def load_study(path: str | Path) -> LoadedStudy:
     """Read and validate a study YAML file; errors name the file and field."""
     path = Path(path).resolve()
-    if not path.is_file():
-        raise StudyError(f"{path}: study file not found")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise StudyError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise StudyError(f"{path}: expected a mapping at the top level")
+    raw = read_yaml_mapping(path, StudyError, "study file")
     try:
         study = Study.model_validate(raw)
     except ValidationError as exc:
-        raise StudyError(f"{path}: invalid study file\n{_format_error(exc)}\nSee docs/study.md.") from exc
+        raise StudyError(f"{path}: invalid study file\n{describe_validation_error(exc)}\nSee docs/study.md.") from exc
     return LoadedStudy(study=study, source=path)
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from hrbench.config_files import describe_validation_error, read_yaml_mapping
 
 AGENT_ID_PATTERN = r"^[a-z0-9][a-z0-9_.-]*$"
 
@@ -86,14 +87,7 @@ class AgentConfigError(ValueError):
 def load_agent_config(path: str | Path) -> LLMAgentSpec | CommandAgentSpec:
     """Read and validate `agents/<id>.yaml`; errors name the file and field."""
     path = Path(path)
-    if not path.is_file():
-        raise AgentConfigError(f"{path}: agent config file not found")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise AgentConfigError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise AgentConfigError(f"{path}: expected a mapping with at least `id` and `kind`")
+    raw = read_yaml_mapping(path, AgentConfigError, "agent config file", "a mapping with at least `id` and `kind`")
     kinds = {"llm": LLMAgentSpec, "command": CommandAgentSpec}
     kind = raw.get("kind")
     if kind not in kinds:
@@ -101,9 +95,8 @@ def load_agent_config(path: str | Path) -> LLMAgentSpec | CommandAgentSpec:
     try:
         spec = kinds[kind].model_validate(raw)
     except ValidationError as exc:
-        lines = [f"  {'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()]
-        raise AgentConfigError(f"{path}: invalid {kind} agent config\n" + "\n".join(lines)
-                               + "\nSee docs/agents.md.") from exc
+        raise AgentConfigError(f"{path}: invalid {kind} agent config\n{describe_validation_error(exc)}"
+                               "\nSee docs/agents.md.") from exc
     return spec
 
 
