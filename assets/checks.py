@@ -7,10 +7,12 @@ from dagster import (
     MultiPartitionsDefinition, asset_check,
 )
 
+from pipelines.partitions import AGENTS
 from resources.study import StudyResource
 
 EXPECTED_BEFORE_OBSERVED = "expected_success_precedes_natural_trials"
 TRIAL_COUNTS = "trial_counts_match_preregistration"
+STAGES_COMPLETE = "every_stage_estimated_within_unit_interval"
 
 
 def _latest(context: AssetCheckExecutionContext, asset: str, partition: str):
@@ -66,7 +68,28 @@ def build_study_checks(agent_task: MultiPartitionsDefinition) -> list[AssetCheck
                              natural_trials: pd.DataFrame) -> AssetCheckResult:
         return _count_check(context, study, natural_trials, "natural")
 
-    return [expected_success_precedes_natural_trials, checkpoint_trial_counts, natural_trial_counts]
+    @asset_check(asset="stage_estimates", name=STAGES_COMPLETE, blocking=True, partitions_def=AGENTS,
+                 description="Every stage of every task has q̂ from the pre-registered m_i trials, with q̂ and its "
+                             "interval inside [0, 1], before P_expected is composed from them.")
+    def stage_estimates_complete(context: AssetCheckExecutionContext, study: StudyResource,
+                                 stage_estimates: pd.DataFrame) -> AssetCheckResult:
+        run = study.run()
+        wanted = {(c, t.name, s.name) for c in run.study.conditions for t in run.tasks for s in t.stages}
+        got = set(zip(stage_estimates["condition"], stage_estimates["task"], stage_estimates["stage"]))
+        missing = sorted(wanted - got)
+        probabilities = stage_estimates[["q_hat", "q_ci_low", "q_ci_high"]].to_numpy()
+        outside = int(((probabilities < 0) | (probabilities > 1)).any(axis=1).sum())
+        short = int((stage_estimates["m"] != run.study.trials.checkpoint).sum())
+        ok = not missing and not outside and not short
+        return AssetCheckResult(
+            passed=ok,
+            description=None if ok else (f"{len(missing)} stage(s) without an estimate (e.g. {missing[:3]}), "
+                                         f"{outside} outside [0, 1], {short} not from m_i trials"),
+            metadata={"stages": len(got), "missing": len(missing), "outside_unit_interval": outside},
+        )
+
+    return [expected_success_precedes_natural_trials, checkpoint_trial_counts, natural_trial_counts,
+            stage_estimates_complete]
 
 
 def _count_check(context: AssetCheckExecutionContext, study: StudyResource, trials: pd.DataFrame,
