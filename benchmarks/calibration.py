@@ -7,7 +7,8 @@ tasks ∈ {5, 20, 100}, 3–6 stages per task — and for each replication:
 1. draw the study's tasks from a fixed *population* of 24 simulated task types
    (tasks redrawn every replication);
 2. simulate checkpoint and natural trials; run ``residual_table`` (jeffreys
-   rule, percentile intervals) and read the ``all`` row;
+   rule and percentile intervals unless ``--zero-rule`` / ``--ci-method`` say
+   otherwise) and read the ``all`` row;
 3. score the hierarchical interval against the *population* Γ and the
    trial-level interval against the Γ of the tasks actually drawn (tasks-fixed
    truth; averaging that conditional coverage over task draws is still a check
@@ -27,6 +28,7 @@ replications in which some raw proportion was 0 (the zero rule was needed).
 
     .venv/bin/python benchmarks/calibration.py            # 500 reps, n_boot 500
     .venv/bin/python benchmarks/calibration.py --quick    # 100 reps, n_boot 300, smaller grid
+    .venv/bin/python benchmarks/calibration.py --acceptance-only --zero-rule haldane
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def true_gamma(types: list[tuple[np.ndarray, np.ndarray]]) -> float:
 
 
 def run_cell(args: tuple) -> dict:
-    p_target, gamma, m, n_tasks, reps, n_boot, seed = args
+    p_target, gamma, m, n_tasks, reps, n_boot, ci_method, zero_rule, seed = args
     pop = population(p_target, gamma, seed)
     pop_truth = true_gamma(pop)
     rng = np.random.default_rng(seed + 1)
@@ -80,11 +82,11 @@ def run_cell(args: tuple) -> dict:
     for rep in range(reps):
         chosen = [pop[i] for i in rng.integers(0, N_TYPES, n_tasks)]
         tasks = [simulate_task(f"t{j}", "F", q, r, m, m, rng) for j, (q, r) in enumerate(chosen)]
-        row = residual_table(tasks, n_boot=n_boot, seed=rep, scopes=("all",))[0]
+        row = residual_table(tasks, n_boot=n_boot, seed=rep, scopes=("all",), ci_method=ci_method, zero_rule=zero_rule)[0]
         fixed_truth = true_gamma(chosen)
         hier_cover += row.ci_low <= pop_truth <= row.ci_high
         # The one-stage alternative (whole tasks only), on the same data.
-        ests = [estimate_task(t) for t in tasks]
+        ests = [estimate_task(t, zero_rule) for t in tasks]
         pk = pack(tasks)
         reps_task_only = task_resample_gammas(
             np.array([e.p_expected for e in ests]), np.array([e.p_observed for e in ests]),
@@ -116,19 +118,30 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=500)
     ap.add_argument("--boot", type=int, default=500, help="bootstrap replicates per interval")
     ap.add_argument("--quick", action="store_true", help="100 reps, n_boot 300, trials {50}, tasks {20}")
+    ap.add_argument("--ci-method", choices=("percentile", "bca"), default="percentile")
+    ap.add_argument("--zero-rule", choices=("jeffreys", "haldane"), default="jeffreys")
+    ap.add_argument("--acceptance-only", action="store_true", help="only cells with >= 50 trials and >= 20 tasks")
+    ap.add_argument("--cells", help="restrict the grid, e.g. 'p=0.5,gamma=0,m=50,tasks=100'")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args()
     reps, n_boot = (100, 300) if args.quick else (args.reps, args.boot)
     ms = (50,) if args.quick else (20, 50, 200)
     ts = (20,) if args.quick else (5, 20, 100)
+    # Seeds depend on the cell's position in the full grid, so a restricted run reproduces its cells.
+    grid = list(itertools.product((0.2, 0.5, 0.9), (0.0, 0.5), (20, 50, 200), (5, 20, 100)))
     cells = [
-        (p, g, m, t, reps, n_boot, 1000 * i)
-        for i, (p, g, m, t) in enumerate(itertools.product((0.2, 0.5, 0.9), (0.0, 0.5), ms, ts))
+        (p, g, m, t, reps, n_boot, args.ci_method, args.zero_rule, 1000 * grid.index((p, g, m, t)))
+        for p, g, m, t in itertools.product((0.2, 0.5, 0.9), (0.0, 0.5), ms, ts)
+        if not args.acceptance_only or (m >= 50 and t >= 20)
     ]
+    if args.cells:
+        want = {k: float(v) for k, v in (kv.split("=") for kv in args.cells.split(","))}
+        keys = ("p", "gamma", "m", "tasks")
+        cells = [c for c in cells if all(want.get(k, c[i]) == c[i] for i, k in enumerate(keys))]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(args.workers) as pool:
         results = list(pool.map(run_cell, cells))
-    print(f"reps per cell: {reps}; n_boot: {n_boot}; nominal level 0.95; zero rule jeffreys; "
+    print(f"reps per cell: {reps}; n_boot: {n_boot}; intervals: {args.ci_method}; nominal level 0.95; zero rule {args.zero_rule}; "
           f"wall {time.perf_counter() - t0:.0f} s")
     print("| P_exp | Γ | trials/stage | tasks | cover hier | cover trial | cover tasks-only | bias | bias vs pop | zero rule | acceptance |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
