@@ -7,7 +7,7 @@ table with metadata. Run assets are partitioned agent x task; aggregates by agen
 
 import pandas as pd
 from dagster import (
-    AssetDep, AssetExecutionContext, AssetIn, AssetKey, AssetsDefinition, Failure,
+    AssetDep, AssetExecutionContext, AssetIn, AssetsDefinition, Failure,
     MaterializeResult, MultiPartitionsDefinition, MultiToSingleDimensionPartitionMapping, Output, asset,
 )
 
@@ -131,6 +131,3 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
     return [task_catalog, verifier_audit, preregistration, checkpoint_trials, stage_estimates,
             expected_success, natural_trials, observed_success, horizon_residuals, study_report]
 
-
-EXPECTED_SUCCESS = AssetKey("expected_success")
-NATURAL_TRIALS = AssetKey("natural_trials")

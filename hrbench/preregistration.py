@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from hrbench.protocol import Study, canonical_json, sha256_json
+from hrbench.protocol import Study, sha256_json
 from hrbench.tasks.model import Task
 
 
@@ -46,9 +46,3 @@ def freeze(study: Study, tasks: list[Task]) -> Preregistration:
     }
     return Preregistration(**body, prereg_sha256=sha256_json(body))
 
-
-def read_preregistration(path: Path) -> Preregistration:
-    return Preregistration.model_validate_json(path.read_text())
-
-
-__all__ = ["Preregistration", "freeze", "read_preregistration", "canonical_json"]

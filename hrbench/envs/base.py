@@ -39,5 +39,5 @@ class Environment(Protocol):
     def close(self) -> None: ...
 
 
-class EnvironmentError_(RuntimeError):
+class SandboxError(RuntimeError):
     """The environment could not be created or used (a harness error, not an agent failure)."""

@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from hrbench.envs.base import EnvironmentError_, ExecResult, VerifierResult
+from hrbench.envs.base import SandboxError, ExecResult, VerifierResult
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def bwrap_available() -> bool:
 
 def _bwrap_base(workspace: Path, workdir: str) -> list[str]:
     if not bwrap_available():
-        raise EnvironmentError_(
+        raise SandboxError(
             "bubblewrap (bwrap) is not installed; the local backend needs it: apt-get install -y bubblewrap"
         )
     args = ["bwrap", "--tmpfs", "/", "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
@@ -153,8 +153,9 @@ def _read_reward(folder: Path) -> tuple[float, dict[str, float]]:
 def copy_tree(src: Path, dest: Path) -> None:
     """Copy a workspace, sharing blocks where the filesystem allows (reflink)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["cp", "-a", "--reflink=auto", f"{src}/.", str(dest)], check=True) if dest.exists() else \
-        subprocess.run(["cp", "-a", "--reflink=auto", str(src), str(dest)], check=True)
+    # `cp -a` keeps modes and times (verifiers check permissions); into an existing dir copy its contents.
+    source = f"{src}/." if dest.exists() else str(src)
+    subprocess.run(["cp", "-a", "--reflink=auto", source, str(dest)], check=True)
 
 
 class LocalBackend:
@@ -175,7 +176,7 @@ class LocalBackend:
 
     def check_supported(self, task: Task) -> None:
         if task.docker_only:
-            raise EnvironmentError_(
+            raise SandboxError(
                 f"task {task.name!r} needs the docker backend ({task.docker_only}); the local backend skips it"
             )
 
@@ -202,7 +203,7 @@ class LocalBackend:
                 check = env.verify(stage)
                 if not check.passed:
                     shutil.rmtree(building, ignore_errors=True)
-                    raise EnvironmentError_(
+                    raise SandboxError(
                         f"task {task.name!r}: replaying the reference solution of stage {stage.name!r} "
                         f"did not pass its verifier (reward {check.reward}); run `hrbench tasks audit`.\n"
                         f"{result.output[-800:]}\n{check.output[-800:]}"
@@ -222,7 +223,7 @@ class LocalBackend:
             env = LocalEnvironment(task, dest, self.memory_mb, owns_workspace=False)
             result = env.exec(task.setup_script.read_text(), task.agent_timeout_sec)
             if result.exit_code != 0:
-                raise EnvironmentError_(f"task {task.name!r}: environment/setup.sh failed:\n{result.output[-800:]}")
+                raise SandboxError(f"task {task.name!r}: environment/setup.sh failed:\n{result.output[-800:]}")
 
     def start(self, task: Task, stages_done: int = 0) -> LocalEnvironment:
         """A fresh private copy of the checkpoint state, for one trial."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from hrbench.envs.base import EnvironmentError_
+from hrbench.envs.base import SandboxError
 from hrbench.envs.local import LocalBackend
 from hrbench.tasks.model import Task, TaskError
 
@@ -56,7 +56,7 @@ def audit_task(task: Task, backend: LocalBackend) -> list[StageAudit]:
                 problems.append(f"doing nothing scores {nothing:g}, not 0: the verifier passes before the stage's work")
             if removed >= 1.0:
                 problems.append("removing the key step still passes: the verifier does not test the key step")
-        except (TaskError, EnvironmentError_) as exc:
+        except (TaskError, SandboxError) as exc:
             problems.append(str(exc))
         rows.append(StageAudit(
             task=task.name, stage=stage.name, reference_reward=ref, nothing_reward=nothing,
