@@ -41,25 +41,28 @@ class BinomialTables:
         rows = rows.ravel().astype(np.int32, copy=False)
         u = u.ravel()
         G = self.cells
-        cell = rows * np.int32(G + 1) + (u * G).astype(np.int32)
+        cell = (u * G).astype(np.int32)
+        cell += rows * np.int32(G + 1)
         # The answer lies in [guide[g], guide[g+1]].
         lo = self.guide[cell]
-        hi = self.guide[cell + 1]
-        base = rows * np.int32(self.width)
+        cell += 1
+        hi = self.guide[cell]
         # Most cells hold at most one CDF jump: one comparison settles them.
         active = np.flatnonzero(lo < hi)
-        step = self.cdf[base[active] + lo[active]] <= u[active]
-        lo[active] += step
-        active = active[lo[active] < hi[active]]
+        base = rows[active] * np.int32(self.width)  # only the unsettled draws need CDF lookups
+        lo[active] += self.cdf[base + lo[active]] <= u[active]
+        still = lo[active] < hi[active]
+        active, base = active[still], base[still]
         # Binary-search the rest (tail cells can span many k, too many for a linear walk).
         while active.size:
             a_lo, a_hi = lo[active], hi[active]
             mid = (a_lo + a_hi) >> 1
-            above = self.cdf[base[active] + mid] > u[active]
+            above = self.cdf[base + mid] > u[active]
             a_hi = np.where(above, mid, a_hi)
             a_lo = np.where(above, a_lo, mid + 1)
             lo[active], hi[active] = a_lo, a_hi
-            active = active[a_lo < a_hi]
+            still = a_lo < a_hi
+            active, base = active[still], base[still]
         return lo
 
 

@@ -137,3 +137,13 @@ def test_tasks_only_resampling_is_offered_and_labelled():
     rows = residual_table(_tasks(np.random.default_rng(10)), n_boot=400, hierarchical="tasks_only")
     agg = rows[-1]
     assert agg.ci_method == "task-resample-percentile" and agg.ci_low < agg.gamma < agg.ci_high
+
+
+def test_thread_count_never_changes_results():
+    from hrbench.stats.bootstrap import TaskScopeSpec, pack, trial_bank
+
+    pk = pack(_tasks(np.random.default_rng(12), n=40))
+    spec = TaskScopeSpec(level=0.95, method="percentile")
+    one = trial_bank(pk, 20_000, 100, np.random.SeedSequence(3), "jeffreys", spec, workers=1)
+    two = trial_bank(pk, 20_000, 100, np.random.SeedSequence(3), "jeffreys", spec, workers=2)
+    assert np.array_equal(one.p_exp, two.p_exp) and np.array_equal(one.task_ci, two.task_ci)
