@@ -260,11 +260,26 @@ def load_study(path: str | Path) -> LoadedStudy:
     """Read and validate a study YAML file; errors name the file and field."""
     path = Path(path).resolve()
     raw = read_yaml_mapping(path, StudyError, "study file")
+    if isinstance(raw.get("agents"), list):
+        raw["agents"] = [_expand_agent_config(entry, path) for entry in raw["agents"]]
     try:
         study = Study.model_validate(raw)
     except ValidationError as exc:
         raise StudyError(f"{path}: invalid study file\n{describe_validation_error(exc)}\nSee docs/study.md.") from exc
     return LoadedStudy(study=study, source=path)
+
+
+def _expand_agent_config(entry: object, study_path: Path) -> object:
+    """`{config: agents/x.yaml, ...overrides}` -> the file's mapping with the overrides applied.
+
+    The file's content is inlined before freezing, so the pre-registration hash covers it.
+    """
+    if not isinstance(entry, dict) or "config" not in entry:
+        return entry
+    overrides = {k: v for k, v in entry.items() if k != "config"}
+    config = Path(str(entry["config"]))
+    config = config if config.is_absolute() else study_path.parent / config
+    return {**read_yaml_mapping(config, StudyError, f"agent config file (from {study_path.name})"), **overrides}
 
 
 DEMO_STUDY = Path(__file__).resolve().parent / "studies" / "demo.yaml"
