@@ -12,29 +12,41 @@ import json
 import numpy as np
 import pandas as pd
 
-from hrbench.stats import QuadrantThresholds, TaskOutcomes, estimate_task, residual_table
+from hrbench.stats import (
+    QuadrantThresholds, TaskOutcomes, estimate_task, residual_table, smoothed_proportion, wilson_interval,
+)
 from hrbench.study_run import StudyRun
+
+
+class MissingTrials(ValueError):
+    """Trials this pre-registration needs are not in the tables (says which to materialize)."""
+
+
+def _checkpoint_passes(run: StudyRun, checkpoint: pd.DataFrame, condition: str, task: str) -> tuple[np.ndarray, ...]:
+    """0/1 outcomes per stage of this study version's checkpoint trials, stages in path order."""
+    phash = run.study.checkpoint_protocol(condition).protocol_hash()
+    rows = checkpoint[(checkpoint["prereg_sha256"] == run.prereg_sha256) & (checkpoint["protocol"] == phash)
+                      & (checkpoint["task"] == task)]
+    stages = run.task(task).stages
+    passes = tuple(rows[rows["stage"] == s.name].sort_values("trial_index")["passed"].to_numpy(dtype=np.int64)
+                   for s in stages)
+    missing = [s.name for s, p in zip(stages, passes) if p.size == 0]
+    if missing:
+        raise MissingTrials(f"no checkpoint trials of pre-registration {run.prereg_sha256[:12]} (protocol {phash}) "
+                            f"for task {task!r}, stages {missing}: materialize checkpoint_trials for that partition")
+    return passes
 
 
 def task_outcomes(run: StudyRun, checkpoint: pd.DataFrame, natural: pd.DataFrame, condition: str) -> list[TaskOutcomes]:
     """Per-task trial outcomes of one agent under one condition, stages in path order."""
-    phash = run.study.checkpoint_protocol(condition).protocol_hash()
-    ck = checkpoint[checkpoint["protocol"] == phash]
-    nat = natural[natural["condition"] == condition]
+    nat = natural[(natural["prereg_sha256"] == run.prereg_sha256) & (natural["condition"] == condition)]
     outcomes = []
     for task in run.tasks:
-        t_ck = ck[ck["task"] == task.name]
         t_nat = nat[nat["task"] == task.name]
-        if t_ck.empty and t_nat.empty:
-            continue
-        passes = tuple(
-            t_ck[t_ck["stage"] == s.name].sort_values("trial_index")["passed"].to_numpy(dtype=np.int64)
-            for s in task.stages
-        )
-        missing = [s.name for s, p in zip(task.stages, passes) if p.size == 0]
-        if missing or t_nat.empty:
-            raise ValueError(f"task {task.name!r} ({condition}): no checkpoint trials for stages {missing}"
-                             if missing else f"task {task.name!r} ({condition}): no natural trials")
+        if t_nat.empty:
+            raise MissingTrials(f"no natural trials of pre-registration {run.prereg_sha256[:12]} for task "
+                                f"{task.name!r} ({condition}): materialize natural_trials for that partition")
+        passes = _checkpoint_passes(run, checkpoint, condition, task.name)
         outcomes.append(TaskOutcomes(
             name=task.name, family=task.family, weight=run.weight(task.name), checkpoint_passes=passes,
             natural_depths=t_nat.sort_values("trial_index")["stages_passed"].to_numpy(dtype=np.int64),
@@ -47,18 +59,15 @@ def stage_estimates(run: StudyRun, agent: str, checkpoint: pd.DataFrame) -> pd.D
     rows = []
     for condition in run.study.conditions:
         phash = run.study.checkpoint_protocol(condition).protocol_hash()
-        ck = checkpoint[checkpoint["protocol"] == phash]
         for task in run.tasks:
             truth = run.truth(agent, task.name, condition)
-            for s in task.stages:
-                passes = ck[(ck["task"] == task.name) & (ck["stage"] == s.name)]["passed"].to_numpy(dtype=np.int64)
+            for s, passes in zip(task.stages, _checkpoint_passes(run, checkpoint, condition, task.name)):
                 k, m = int(passes.sum()), int(passes.size)
-                est = estimate_task(TaskOutcomes(task.name, task.family, 1.0, (passes,), np.array([0])),
-                                    run.study.zero_rule)
+                low, high = wilson_interval(k, m, run.study.bootstrap.level)
                 rows.append({
                     "agent": agent, "condition": condition, "protocol": phash, "task": task.name,
                     "family": task.family, "stage": s.name, "stage_index": s.index, "k": k, "m": m,
-                    "q_hat": est.q[0], "q_ci_low": est.q_ci_low[0], "q_ci_high": est.q_ci_high[0],
+                    "q_hat": smoothed_proportion(k, m, run.study.zero_rule), "q_ci_low": low, "q_ci_high": high,
                     "true_q": truth.q[s.index] if truth else None,
                 })
     return run.stamp(pd.DataFrame(rows))
