@@ -8,6 +8,7 @@ hrbench's own view: the trial key, outcome, and the full message log with stage 
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from datetime import datetime, timezone
@@ -25,7 +26,12 @@ def _now() -> str:
 def trajectory_relpath(trial_key: str) -> Path:
     """Where a trial's trajectory lives under the trajectories root (the key, made path-safe)."""
     parts = [p.replace(":", "_").replace("/", "_") or "_" for p in trial_key.split("/")]
-    return Path(*parts[:-1]) / f"{parts[-1]}.json"
+    return Path(*parts[:-1]) / f"{parts[-1]}.json.gz"
+
+
+def read_trajectory(path: Path) -> dict:
+    """An ATIF trajectory as written by `TrajectoryRecorder.write` (gzip-compressed JSON)."""
+    return json.loads(gzip.decompress(Path(path).read_bytes()))
 
 
 class TrajectoryRecorder:
@@ -81,7 +87,8 @@ class TrajectoryRecorder:
         }
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(doc, ensure_ascii=False, indent=1))
+        # Compressed JSON (DESIGN §8): a study writes one trajectory per trial, mostly repeated text.
+        tmp.write_bytes(gzip.compress(json.dumps(doc, ensure_ascii=False).encode(), compresslevel=6))
         os.replace(tmp, path)
         return path
 
@@ -97,10 +104,10 @@ def load_matched_prefix(root: Path, prereg16: str, agent: str, task: str, stage_
     if not base.is_dir():
         return None
     candidates = []
-    for path in sorted(base.glob(f"*/natural-full-*/{task}/natural_all/*.json")) + \
-            sorted(base.glob(f"*/natural-matched-*/{task}/natural_all/*.json")):
+    for path in sorted(base.glob(f"*/natural-full-*/{task}/natural_all/*.json.gz")) + \
+            sorted(base.glob(f"*/natural-matched-*/{task}/natural_all/*.json.gz")):
         try:
-            extra = json.loads(path.read_text()).get("extra", {})
+            extra = read_trajectory(path).get("extra", {})
         except (OSError, ValueError):
             continue
         if extra.get("stages_passed", 0) >= stage_index:

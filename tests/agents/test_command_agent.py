@@ -11,6 +11,7 @@ from hrbench.agents.command import CommandAgent
 from hrbench.agents.config import CommandAgentSpec
 from hrbench.harness.trials import run_checkpoint_trial, run_natural_trial
 from hrbench.protocol import CONDITIONS, CheckpointProtocol
+from hrbench.harness.trajectory import read_trajectory
 from tests.agents.helpers import FAST, spec
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "command_agent" / "list_then_finish.py"
@@ -28,7 +29,7 @@ def test_example_command_agent_runs_a_natural_rollout(tiny_task, backend, tmp_pa
                                trajectory_dir=tmp_path / "t")
     assert record.exit_reason == "failed" and record.stopped_stage == "make"  # it looks, solves nothing
     assert record.turns == 2 and record.tokens_out == 20
-    traj = json.loads((tmp_path / record.trajectory_path).read_text())
+    traj = read_trajectory(tmp_path / record.trajectory_path)
     first = [s for s in traj["steps"] if s["source"] == "agent"][0]
     assert "seed.txt" in first["observation"]["results"][0]["content"]  # ls ran in the persistent shell
 
@@ -57,7 +58,7 @@ for line in sys.stdin:
     assert set(third) >= {"task", "stage", "stage_index", "n_stages", "turn", "turn_cap", "messages"}
     assert "Previous response had parsing errors" in seen[2]["messages"][-1]["content"]
     assert record.passed and record.parse_errors == 1
-    traj = json.loads((tmp_path / record.trajectory_path).read_text())
+    traj = read_trajectory(tmp_path / record.trajectory_path)
     assert "/tmp" in [s for s in traj["steps"] if s["source"] == "agent"][-1]["observation"]["results"][0]["content"]
 
 

@@ -11,6 +11,7 @@ import pytest
 from hrbench.agents.llm import SUMMARY_PROMPT, parse_reply
 from hrbench.harness.loop import CONFIRM_PROMPT
 from hrbench.protocol import Budget
+from hrbench.harness.trajectory import read_trajectory
 from tests.agents.helpers import FAST, SOLVE, checkpoint, natural, solved
 from tests.agents.scripted_server import count_tokens, reply
 
@@ -161,7 +162,7 @@ def test_token_and_cost_totals_match_the_server(server, llm_spec, tiny_task, bac
     tout = sum(u["completion_tokens"] for u in server.responses)
     assert (record.tokens_in, record.tokens_out) == (tin, tout) and tin > 100
     assert record.cost_usd == pytest.approx(tin * 3.0 / 1e6 + tout * 15.0 / 1e6)
-    traj = json.loads((tmp_path / record.trajectory_path).read_text())
+    traj = read_trajectory(tmp_path / record.trajectory_path)
     assert traj["final_metrics"]["total_prompt_tokens"] == tin
     assert sum(s.get("metrics", {}).get("prompt_tokens", 0) for s in traj["steps"]) == tin
 
@@ -182,7 +183,7 @@ def test_repeated_failure_is_a_harness_error_with_nothing_lost(server, llm_spec,
     outcomes = json.loads(record.stage_outcomes_json)
     assert [o["exit_reason"] for o in outcomes] == ["passed", "harness_error"]
     assert record.tokens_in == server.responses[0]["prompt_tokens"] and record.cost_usd > 0
-    traj = json.loads((tmp_path / record.trajectory_path).read_text())
+    traj = read_trajectory(tmp_path / record.trajectory_path)
     assert traj["extra"]["exit_reason"] == "harness_error"
     assert any(s["source"] == "agent" for s in traj["steps"])
 
@@ -222,7 +223,7 @@ def test_trajectory_is_atif_and_referenced_from_the_row(server, llm_spec, tiny_t
     record, _ = checkpoint(llm_spec, tiny_task, backend, tmp_path, stage="report")
     path = tmp_path / record.trajectory_path
     assert record.trajectory_path.startswith("trajectories/") and path.is_file()
-    traj = json.loads(path.read_text())
+    traj = read_trajectory(path)
     assert traj["schema_version"].startswith("ATIF-v") and traj["session_id"] == record.trial_key
     assert traj["agent"]["model_name"] == "scripted-model"
     agent_steps = [s for s in traj["steps"] if s["source"] == "agent"]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from hrbench.harness.loop import CONFIRM_PROMPT
+from hrbench.harness.trajectory import read_trajectory
 from tests.agents.helpers import SOLVE
 from tests.agents.scripted_server import reply
 from tests.conftest import FIXTURES
@@ -60,5 +61,5 @@ def test_llm_study_runs_end_to_end_and_yields_residual_rows(server, tmp_path):
     assert (trials["tokens_in"] > 0).all() and (trials["cost_usd"] > 0).all()
     assert trials["tokens_in"].sum() == sum(u["prompt_tokens"] for u in server.responses)
     for path in trials["trajectory_path"]:
-        assert json.loads((out / path).read_text())["schema_version"].startswith("ATIF")
+        assert read_trajectory(out / path)["schema_version"].startswith("ATIF")
     assert server.requests and all(r["model"] == "scripted-model" for r in server.requests)

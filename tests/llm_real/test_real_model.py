@@ -4,7 +4,6 @@ recorded outcome and carries the token counts the server reported."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ import pandas as pd
 import pytest
 
 from hrbench.agents.config import LLMAgentSpec, check_agent
+from hrbench.harness.trajectory import read_trajectory
 from tests.conftest import FIXTURES
 
 HERE = Path(__file__).resolve().parent
@@ -43,9 +43,9 @@ def test_real_model_study_ends_every_trial_with_an_outcome_and_real_tokens(real_
     assert not errors, errors[:2]  # the endpoint answered every request
     assert (trials["tokens_in"] > 0).all() and (trials["tokens_out"] > 0).all()
     for _, row in trials.iterrows():
-        traj = json.loads((out / row["trajectory_path"]).read_text())
+        traj = read_trajectory(out / row["trajectory_path"])
         steps = [s for s in traj["steps"] if s["source"] == "agent"]
         assert steps and all(s["metrics"]["prompt_tokens"] > 0 for s in steps)
         assert traj["final_metrics"]["total_prompt_tokens"] == row["tokens_in"]
-    summary = json.loads((out / "summary.json").read_text())
+    summary = read_trajectory(out / "summary.json")
     assert any(r["agent"] == "smollm2" for r in summary["residuals"])
