@@ -69,6 +69,31 @@ def run(study: Path = typer.Argument(..., help="study YAML file"),
 
 
 @app.command()
+def report(study: Path = typer.Argument(..., help="study YAML file"),
+           out: Path = typer.Option(Path("out"), help="output directory of that study's run")) -> None:
+    """Re-render report.html and summary.json from the stored residual tables (no trials run)."""
+    import pandas as pd
+
+    from hrbench.report.html import write_report
+    from hrbench.report.summary import write_summary
+    from hrbench.study_run import StudyRun
+
+    try:
+        run = StudyRun.from_file(study, out, progress=False)
+        tables = sorted((run.out_dir / "tables" / "horizon_residuals").glob("*.parquet"))
+        residuals = pd.concat([pd.read_parquet(p) for p in tables]) if tables else pd.DataFrame()
+        if residuals.empty or not (residuals["prereg_sha256"] == run.prereg_sha256).any():
+            raise StudyError(f"{run.out_dir}: no horizon_residuals of pre-registration {run.prereg_sha256[:12]}; "
+                             f"run `hrbench run {study} --out {out}` first")
+        residuals = residuals[residuals["prereg_sha256"] == run.prereg_sha256]
+    except (StudyError, TaskError) as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from exc
+    console.print(f"report: {write_report(run, residuals, run.out_dir / 'report.html')}")
+    console.print(f"summary: {write_summary(run, residuals, run.out_dir / 'summary.json')}")
+
+
+@app.command()
 def plan(study: Path = typer.Argument(..., help="study YAML file"),
          half_width: float = typer.Option(0.25, help="target half-width of the interval on Γ per task (nats)"),
          pilot: Path = typer.Option(None, help="output directory of a pilot run to take q_i and P_obs from"),

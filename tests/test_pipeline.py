@@ -145,3 +145,13 @@ def test_stage_estimate_check_passes_in_the_run_and_fails_on_a_missing_stage(fin
     assert good.passed
     bad = check(build_asset_check_context(), study=study, stage_estimates=estimates.iloc[1:])
     assert not bad.passed and "1 stage(s) without an estimate" in bad.description
+
+
+def test_report_command_rerenders_from_stored_tables(finished_study: Path):
+    (finished_study / "report.html").unlink()
+    summary_before = json.loads((finished_study / "summary.json").read_text())
+    result = subprocess.run([sys.executable, "-m", "hrbench.cli", "report", str(TINY_STUDY), "--out",
+                             str(finished_study)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert (finished_study / "report.html").is_file()
+    assert json.loads((finished_study / "summary.json").read_text()) == summary_before
