@@ -33,7 +33,10 @@ def summary_rows(residuals: pd.DataFrame) -> list[dict]:
 
 
 def write_summary(run: StudyRun, residuals: pd.DataFrame, path: Path) -> Path:
-    body = {"study": run.study.name, "prereg_sha256": run.prereg_sha256, "residuals": summary_rows(residuals)}
+    """Rows in the study's agent order (stable), whatever order the partitions were loaded in."""
+    order = {a.id: i for i, a in enumerate(run.study.agents)}
+    ordered = residuals.sort_values("agent", key=lambda agents: agents.map(order), kind="stable")
+    body = {"study": run.study.name, "prereg_sha256": run.prereg_sha256, "residuals": summary_rows(ordered)}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(body, indent=2) + "\n")
     return path
