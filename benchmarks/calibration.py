@@ -6,9 +6,10 @@ tasks ∈ {5, 20, 100}, 3–6 stages per task — and for each replication:
 
 1. draw the study's tasks from a fixed *population* of 24 simulated task types
    (tasks redrawn every replication);
-2. simulate checkpoint and natural trials; run ``residual_table`` (jeffreys
-   rule and percentile intervals unless ``--zero-rule`` / ``--ci-method`` say
-   otherwise) and read the ``all`` row;
+2. simulate checkpoint and natural trials; run ``residual_table`` with the
+   defaults (jeffreys rule, percentile intervals, unbiased aggregate, rescaled
+   one-stage hierarchical interval) unless ``--zero-rule`` / ``--ci-method`` /
+   ``--aggregate`` / ``--hierarchical`` say otherwise, and read the ``all`` row;
 3. score the hierarchical interval against the *population* Γ and the
    trial-level interval against the Γ of the tasks actually drawn (tasks-fixed
    truth; averaging that conditional coverage over task draws is still a check
@@ -20,15 +21,17 @@ r_ti = q_ti^(1+λ_t) with λ_t = λ ± 0.3 (half the types each), so Γ_t varies
 across tasks, and λ is solved so that the population Γ = ln(E P_exp / E P_obs)
 equals the cell's Γ exactly.
 
-Reported per cell: coverage of the nominal 95% hierarchical (tasks, then
-trials: the default headline) and trial-level intervals, and of the one-stage
-alternative that resamples whole tasks only (against the population truth), bias of Γ̂ against the drawn tasks' truth (estimation bias from
-finite trials) and against the population truth, and the share of
-replications in which some raw proportion was 0 (the zero rule was needed).
+Reported per cell: coverage of the nominal 95% hierarchical (the headline,
+against the population truth) and trial-level (against the drawn tasks' truth)
+intervals, their median widths, bias of Γ̂ against the drawn tasks' truth
+(estimation bias from finite trials) and against the population truth, and the
+share of replications in which some raw proportion was 0 (the zero rule was
+needed).
 
     .venv/bin/python benchmarks/calibration.py            # 500 reps, n_boot 500
     .venv/bin/python benchmarks/calibration.py --quick    # 100 reps, n_boot 300, smaller grid
     .venv/bin/python benchmarks/calibration.py --acceptance-only --zero-rule haldane
+    .venv/bin/python benchmarks/calibration.py --acceptance-only --aggregate smoothed --hierarchical tasks_then_trials  # pre-fix
 """
 
 from __future__ import annotations
@@ -42,8 +45,6 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 from scipy import optimize, special
 
-from hrbench.stats.bootstrap import column_quantiles, pack, task_resample_gammas
-from hrbench.stats.estimate import estimate_task
 from hrbench.stats.residuals import residual_table
 from hrbench.stats.synthetic import simulate_task
 
@@ -73,34 +74,32 @@ def true_gamma(types: list[tuple[np.ndarray, np.ndarray]]) -> float:
 
 
 def run_cell(args: tuple) -> dict:
-    p_target, gamma, m, n_tasks, reps, n_boot, ci_method, zero_rule, seed = args
+    p_target, gamma, m, n_tasks, reps, n_boot, ci_method, zero_rule, hierarchical, aggregate, seed = args
     pop = population(p_target, gamma, seed)
     pop_truth = true_gamma(pop)
     rng = np.random.default_rng(seed + 1)
-    hier_cover = trial_cover = task_only_cover = zero_hits = 0
+    hier_cover = trial_cover = zero_hits = 0
+    hier_width, trial_width = [], []
     err_tasks, err_pop = [], []
     for rep in range(reps):
         chosen = [pop[i] for i in rng.integers(0, N_TYPES, n_tasks)]
         tasks = [simulate_task(f"t{j}", "F", q, r, m, m, rng) for j, (q, r) in enumerate(chosen)]
-        row = residual_table(tasks, n_boot=n_boot, seed=rep, scopes=("all",), ci_method=ci_method, zero_rule=zero_rule)[0]
+        row = residual_table(
+            tasks, n_boot=n_boot, seed=rep, scopes=("all",), ci_method=ci_method, zero_rule=zero_rule,
+            hierarchical=hierarchical, aggregate=aggregate,
+        )[0]
         fixed_truth = true_gamma(chosen)
         hier_cover += row.ci_low <= pop_truth <= row.ci_high
-        # The one-stage alternative (whole tasks only), on the same data.
-        ests = [estimate_task(t, zero_rule) for t in tasks]
-        pk = pack(tasks)
-        reps_task_only = task_resample_gammas(
-            np.array([e.p_expected for e in ests]), np.array([e.p_observed for e in ests]),
-            pk, n_boot, np.random.SeedSequence(rep), pk.weights,
-        )
-        lo, hi = column_quantiles(reps_task_only[:, -1:], np.array([0.025, 0.975]))[0]
-        task_only_cover += lo <= pop_truth <= hi
         trial_cover += row.trial_ci_low <= fixed_truth <= row.trial_ci_high
+        hier_width.append(row.ci_high - row.ci_low)
+        trial_width.append(row.trial_ci_high - row.trial_ci_low)
         zero_hits += row.zero_rule_applied
         err_tasks.append(row.gamma - fixed_truth)
         err_pop.append(row.gamma - pop_truth)
     return dict(
         p=p_target, gamma=gamma, m=m, tasks=n_tasks, reps=reps,
-        hier=hier_cover / reps, trial=trial_cover / reps, task_only=task_only_cover / reps,
+        hier=hier_cover / reps, trial=trial_cover / reps,
+        hier_w=float(np.median(hier_width)), trial_w=float(np.median(trial_width)),
         bias=float(np.mean(err_tasks)), bias_pop=float(np.mean(err_pop)), zero=zero_hits / reps,
     )
 
@@ -120,6 +119,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="100 reps, n_boot 300, trials {50}, tasks {20}")
     ap.add_argument("--ci-method", choices=("percentile", "bca"), default="percentile")
     ap.add_argument("--zero-rule", choices=("jeffreys", "haldane"), default="jeffreys")
+    ap.add_argument("--hierarchical", choices=("tasks_rescaled", "tasks_then_trials", "tasks_only"), default="tasks_rescaled")
+    ap.add_argument("--aggregate", choices=("unbiased", "smoothed"), default="unbiased")
     ap.add_argument("--acceptance-only", action="store_true", help="only cells with >= 50 trials and >= 20 tasks")
     ap.add_argument("--cells", help="restrict the grid, e.g. 'p=0.5,gamma=0,m=50,tasks=100'")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
@@ -130,7 +131,7 @@ def main() -> None:
     # Seeds depend on the cell's position in the full grid, so a restricted run reproduces its cells.
     grid = list(itertools.product((0.2, 0.5, 0.9), (0.0, 0.5), (20, 50, 200), (5, 20, 100)))
     cells = [
-        (p, g, m, t, reps, n_boot, args.ci_method, args.zero_rule, 1000 * grid.index((p, g, m, t)))
+        (p, g, m, t, reps, n_boot, args.ci_method, args.zero_rule, args.hierarchical, args.aggregate, 1000 * grid.index((p, g, m, t)))
         for p, g, m, t in itertools.product((0.2, 0.5, 0.9), (0.0, 0.5), ms, ts)
         if not args.acceptance_only or (m >= 50 and t >= 20)
     ]
@@ -142,11 +143,12 @@ def main() -> None:
     with ProcessPoolExecutor(args.workers) as pool:
         results = list(pool.map(run_cell, cells))
     print(f"reps per cell: {reps}; n_boot: {n_boot}; intervals: {args.ci_method}; nominal level 0.95; zero rule {args.zero_rule}; "
+          f"hierarchical {args.hierarchical}; aggregate {args.aggregate}; "
           f"wall {time.perf_counter() - t0:.0f} s")
-    print("| P_exp | Γ | trials/stage | tasks | cover hier | cover trial | cover tasks-only | bias | bias vs pop | zero rule | acceptance |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| P_exp | Γ | trials/stage | tasks | cover hier | cover trial | width hier | width trial | bias | bias vs pop | zero rule | acceptance |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for c in results:
-        print(f"| {c['p']} | {c['gamma']} | {c['m']} | {c['tasks']} | {c['hier']:.3f} | {c['trial']:.3f} | {c['task_only']:.3f} | "
+        print(f"| {c['p']} | {c['gamma']} | {c['m']} | {c['tasks']} | {c['hier']:.3f} | {c['trial']:.3f} | {c['hier_w']:.3f} | {c['trial_w']:.3f} | "
               f"{c['bias']:+.3f} | {c['bias_pop']:+.3f} | {c['zero']:.2f} | {verdict(c)} |")
 
 

@@ -7,13 +7,15 @@ Two resampling schemes (DESIGN §7):
   ``passed*_1 ~ Bin(m_0, p̂_1)``, ``passed*_{i+1} ~ Bin(passed*_i, passed_{i+1}/passed_i)``,
   which is exactly multinomial resampling of the rollout depths.
 * **hierarchical**: tasks are redrawn with replacement within their family
-  (stratified: the family mix is part of the design), then trials within each
-  drawn task as above; checkpoint and natural trials of a drawn task are
-  resampled together.
+  (stratified: the family mix is part of the design). The default
+  (:func:`rescaled_task_resample_gammas`) keeps each drawn task's estimates (one
+  stage, Rao–Wu rescaled); the two-stage option (:func:`hierarchical_gammas`)
+  then also resamples trials within each drawn task as above, checkpoint and
+  natural trials of a drawn task together.
 
 Implementation: every task gets a *bank* of ``K`` independent trial-level
-replicates (its resampled P_exp and P_obs). The trial-level interval reads the
-bank directly. A hierarchical replicate ``b`` draws task indices for its slots
+replicates (its resampled P_exp and P_obs, optionally also the raw ones). The
+trial-level interval reads the bank directly. A two-stage hierarchical replicate ``b`` draws task indices for its slots
 ``j = 0..T−1`` and gives slot ``j`` the bank entry ``(o_b + j) mod K`` with a
 random offset ``o_b``; since ``K ≥ T`` two slots of one replicate never share an
 entry, so conditional on the drawn tasks their trial resamples are independent
@@ -139,10 +141,33 @@ def column_quantiles(x: np.ndarray, probs: np.ndarray) -> np.ndarray:
     return out
 
 
-def bca_probs(replicates: np.ndarray, theta: np.ndarray, accel: np.ndarray, level: float) -> np.ndarray:
+def expanded_z(level: float, df: np.ndarray | None, n_cols: int) -> np.ndarray:
+    """(C, 2) normal quantiles of the interval ends; with ``df``, Student-t quantiles instead.
+
+    Hesterberg's (2015) expanded percentile interval: the bootstrap distribution of a
+    mean from n units is too narrow in small samples; reading it at
+    Φ(± t_{df, 1−α/2}) instead of α/2, 1 − α/2 compensates (the √(n/(n−1)) half of
+    his correction is done by the Rao–Wu rescaling). ``df ≤ 0`` or NaN: plain z.
+    """
+    alpha = 1 - level
+    z = np.tile(stats.norm.ppf([alpha / 2, 1 - alpha / 2]), (n_cols, 1))
+    if df is None:
+        return z
+    df = np.asarray(df, np.float64)
+    ok = np.isfinite(df) & (df > 0)
+    t = stats.t.ppf(1 - alpha / 2, np.where(ok, df, 1.0))
+    z[ok] = np.column_stack([-t, t])[ok]
+    return z
+
+
+def bca_probs(
+    replicates: np.ndarray, theta: np.ndarray, accel: np.ndarray, level: float, df: np.ndarray | None = None
+) -> np.ndarray:
     """BCa-adjusted percentile probabilities per column (Efron 1987); ``(C, 2)``.
 
     Columns whose point estimate is undefined fall back to plain percentiles.
+    ``df`` (per column) reads the ends at Student-t instead of normal quantiles
+    (:func:`expanded_z`).
     """
     alpha = 1 - level
     valid = ~np.isnan(replicates)
@@ -150,12 +175,12 @@ def bca_probs(replicates: np.ndarray, theta: np.ndarray, accel: np.ndarray, leve
     below = ((replicates < theta) & valid).sum(axis=0) + 0.5 * ((replicates == theta) & valid).sum(axis=0)
     share = np.clip(below / n, 1 / (2 * n), 1 - 1 / (2 * n))  # keeps z0 finite
     z0 = stats.norm.ppf(share)
-    zq = stats.norm.ppf([alpha / 2, 1 - alpha / 2])
+    zq = expanded_z(level, df, replicates.shape[1])
     adj = z0[:, None] + (z0[:, None] + zq) / (1 - accel[:, None] * (z0[:, None] + zq))
     probs = stats.norm.cdf(adj)
-    plain = np.array([alpha / 2, 1 - alpha / 2])
+    plain = stats.norm.cdf(zq)
     bad = ~np.isfinite(theta) | ~np.isfinite(accel) | ~np.isfinite(probs).all(axis=1)
-    probs[bad] = plain
+    probs[bad] = plain[bad]
     return probs
 
 
@@ -186,6 +211,16 @@ class TrialBank:
     p_exp: np.ndarray  # (T, K)
     p_obs: np.ndarray  # (T, K)
     task_ci: np.ndarray  # (T, 1 + S, 2): interval of Γ_t then of each stage term
+    # Raw (unsmoothed) P*_exp = Π k*_i/m_i and P*_obs = passed*_n/m_0 of the same replicates;
+    # only when requested (``trial_bank(..., raw=True)``): the unbiased aggregate uses them.
+    p_exp_raw: np.ndarray | None = None  # (T, K)
+    p_obs_raw: np.ndarray | None = None  # (T, K)
+
+    def raw(self) -> "TrialBank":
+        """The same replicates with the raw P's in place of the smoothed ones."""
+        if self.p_exp_raw is None or self.p_obs_raw is None:
+            raise ValueError("bank was drawn without raw=True")
+        return TrialBank(p_exp=self.p_exp_raw, p_obs=self.p_obs_raw, task_ci=self.task_ci)
 
 
 @dataclass(frozen=True)
@@ -231,7 +266,8 @@ def _bank_chunk(
     log_table: np.ndarray,
     zero_rule: ZeroRule,
     spec: TaskScopeSpec,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    raw: bool = False,
+) -> tuple[np.ndarray, ...]:
     k, m, m0, chain_p, mask = pk.k[sl], pk.m[sl], pk.m0[sl], pk.chain_p[sl], pk.mask[sl]
     Tc, S = k.shape
     W = log_table.shape[0]
@@ -241,6 +277,12 @@ def _bank_chunk(
     ck = binomial_tables(m.ravel(), p_hat.ravel(), int(m.max()) + 1)
     rows = np.repeat(np.arange(Tc * S, dtype=np.int32), K)
     kstar = ck.sample(rows, rng.random(Tc * S * K))
+    if raw:  # Π k*_i / m_i over real stages (padding: m = 0, factor 1)
+        inv_m = np.where(m > 0, 1.0 / np.maximum(m, 1), 0.0).ravel()
+        ratio = (kstar.reshape(Tc * S, K) * inv_m[:, None]).reshape(Tc, S, K)
+        ratio[~mask] = 1.0
+        p_exp_raw = ratio.prod(1)
+        del ratio
     row_logs = log_table[m.ravel()] * mask.ravel()[:, None]  # ln s(k, m_row); 0 on padding stages
     kstar += rows * np.int32(W)
     log_q = row_logs.ravel()[kstar].reshape(Tc, S, K)
@@ -262,9 +304,11 @@ def _bank_chunk(
         log_r[:, i, :] = logs * mask[:, i, None] if padded else logs
         prev = cur
     p_exp, p_obs = np.exp(log_q.sum(1)), np.exp(log_r.sum(1))
+    # Padding stages have chain p = 1, so the last draw is passed*_n of the real last stage.
+    extra = (p_exp_raw, prev.reshape(Tc, K) / m0[:, None].astype(np.float64)) if raw else ()
     if n_ci == 0:
-        return p_exp, p_obs, np.full((Tc, 1 + S, 2), np.nan)
-    return p_exp, p_obs, _task_scope_ci(log_q[:, :, :n_ci], log_r[:, :, :n_ci], mask, zero_rule, spec, sl)
+        return (p_exp, p_obs, np.full((Tc, 1 + S, 2), np.nan), *extra)
+    return (p_exp, p_obs, _task_scope_ci(log_q[:, :, :n_ci], log_r[:, :, :n_ci], mask, zero_rule, spec, sl), *extra)
 
 
 def trial_bank(
@@ -275,8 +319,11 @@ def trial_bank(
     zero_rule: ZeroRule,
     spec: TaskScopeSpec,
     workers: int | None = None,
+    raw: bool = False,
 ) -> TrialBank:
     """Draw ``K`` trial-level replicates per task (task chunks, seeded per chunk).
+
+    ``raw=True`` also keeps the raw P*'s of the same replicates (``p_exp_raw``, ``p_obs_raw``).
 
     Task-scope intervals use the first ``n_ci`` replicates (0: skip them).
     Chunks run on ``workers`` threads (default: one per core). Results depend only
@@ -293,12 +340,14 @@ def trial_bank(
     log_table = smoothed_log_table(int(max(pk.m.max(), pk.m0.max())), zero_rule)
     p_exp, p_obs = np.empty((T, K)), np.empty((T, K))
     task_ci = np.empty((T, 1 + S, 2))
+    p_exp_raw, p_obs_raw = (np.empty((T, K)), np.empty((T, K))) if raw else (None, None)
 
     def run(j: int) -> None:
         sl = slices[j]
-        p_exp[sl], p_obs[sl], task_ci[sl] = _bank_chunk(
-            pk, sl, K, n_ci, np.random.default_rng(seeds[j]), log_table, zero_rule, spec
-        )
+        out = _bank_chunk(pk, sl, K, n_ci, np.random.default_rng(seeds[j]), log_table, zero_rule, spec, raw)
+        p_exp[sl], p_obs[sl], task_ci[sl] = out[:3]
+        if raw:
+            p_exp_raw[sl], p_obs_raw[sl] = out[3:]
 
     # numpy releases the GIL inside the sampler's array work: on an idle 2-core machine two
     # threads cut the bank time by about a third.
@@ -309,7 +358,7 @@ def trial_bank(
     else:
         for j in range(len(slices)):
             run(j)
-    return TrialBank(p_exp=p_exp, p_obs=p_obs, task_ci=task_ci)
+    return TrialBank(p_exp=p_exp, p_obs=p_obs, task_ci=task_ci, p_exp_raw=p_exp_raw, p_obs_raw=p_obs_raw)
 
 
 # --------------------------------------------------------------------------- aggregates
@@ -438,6 +487,56 @@ def task_resample_gammas(
     counts = _task_counts(rng, strata, n_boot, pk.n_tasks)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log(counts @ (names_w * p_exp[:, None])) - np.log(counts @ (names_w * p_obs[:, None]))
+
+
+def rescaled_task_resample_gammas(
+    p_exp: np.ndarray,
+    p_obs: np.ndarray,
+    pk: Packed,
+    n_boot: int,
+    seed: np.random.SeedSequence,
+    weights: np.ndarray,
+    bank: TrialBank | None = None,
+) -> np.ndarray:
+    """One-stage task resampling with the Rao–Wu small-sample rescaling; (n_boot, G).
+
+    Within each family (stratum) f of n_f tasks with positive weight, whole tasks are
+    drawn with replacement (each keeps its estimated P̂_exp, P̂_obs: their spread across
+    tasks already contains the trial noise, so trials are not resampled again —
+    Davison & Hinkley 1997, §3.8). The stratum sums are then rescaled about their
+    observed values, S'_f = S_f + λ_f (S*_f − S_f) with λ_f = sqrt(n_f / (n_f − 1))
+    (Rao & Wu 1988, rescaling bootstrap with resample size n_f), which removes the
+    (n_f − 1)/n_f downward bias of the bootstrap variance of a sum; the same draw is
+    used for expected and observed. A family with a single task carries no
+    between-task information: its sum takes that task's trial-level replicate from
+    ``bank`` (the two-stage scheme's value for one task), or stays fixed without a bank.
+    A rescaled sum that falls below 0 gives an undefined (NaN) replicate.
+    """
+    rng = np.random.default_rng(seed)
+    T = pk.n_tasks
+    F = len(pk.families)
+    live = weights > 0
+    strata = [np.flatnonzero((pk.family_index == f) & live) for f in range(F)]
+    counts = np.zeros((n_boot, T), np.int64)
+    multi = [s for s in strata if s.size > 1]
+    if multi:
+        counts = _task_counts(rng, multi, n_boot, T)
+    fam_w = np.zeros((T, F))
+    fam_w[np.arange(T), pk.family_index] = weights
+    sums = []
+    for p, bank_p in ((p_exp, None if bank is None else bank.p_exp), (p_obs, None if bank is None else bank.p_obs)):
+        obs = p @ fam_w  # (F,)
+        star = counts @ (fam_w * p[:, None])  # (n_boot, F)
+        lam = np.array([np.sqrt(s.size / (s.size - 1)) if s.size > 1 else 0.0 for s in strata])
+        scaled = obs + lam * (star - obs)
+        for f, s in enumerate(strata):
+            if s.size == 1 and bank_p is not None:
+                scaled[:, f] = weights[s[0]] * bank_p[s[0], :n_boot]
+        both = np.column_stack([scaled, scaled.sum(1)])
+        both[both < 0] = np.nan  # rescaling pushed a sum below 0: undefined replicate
+        sums.append(both)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(sums[0]) - np.log(sums[1])
 
 
 def hierarchical_jackknife(p_exp: np.ndarray, p_obs: np.ndarray, wmat: np.ndarray, zero_rule: ZeroRule) -> np.ndarray:

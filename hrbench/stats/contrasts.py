@@ -9,23 +9,32 @@ separate runs, so their trials are independent given the task).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
+from scipy import stats
 
 from hrbench.stats.bootstrap import (
+    Packed,
     TaskScopeSpec,
-    aggregate_gamma,
     column_quantiles,
+    expanded_z,
     group_matrix,
-    hierarchical_gammas,
     pack,
     trial_bank,
 )
 from hrbench.stats.data import TaskOutcomes, ZeroRule
 from hrbench.stats.estimate import estimate_task
-from hrbench.stats.residuals import ALL_SCOPES, Scope
+from hrbench.stats.residuals import (
+    ALL_SCOPES,
+    AggregateRule,
+    HierarchicalScheme,
+    Scope,
+    aggregate_replicates,
+    uses_raw_aggregate,
+)
 
 
 class DifferenceRow(BaseModel):
@@ -62,6 +71,11 @@ def _align(tasks_a: Sequence[TaskOutcomes], tasks_b: Sequence[TaskOutcomes]) -> 
     return out
 
 
+def _with_weights(pk: Packed, weights: np.ndarray) -> Packed:
+    """``pk`` with side a's weights (weights and families are side a's)."""
+    return dataclasses.replace(pk, weights=np.asarray(weights, np.float64))
+
+
 def _none(x: float) -> float | None:
     return None if np.isnan(x) else float(x)
 
@@ -74,11 +88,16 @@ def paired_difference(
     seed: int = 0,
     level: float = 0.95,
     scopes: Sequence[Scope] = ALL_SCOPES,
+    hierarchical: HierarchicalScheme = "tasks_rescaled",
+    aggregate: AggregateRule = "unbiased",
 ) -> list[DifferenceRow]:
     """Paired percentile intervals for Γ_a − Γ_b per task, family and overall.
 
     Tasks are matched by name; weights and families are side a's. Side a is
     typically the baseline and side b the intervention, giving ΔΓ(I).
+    ``hierarchical`` and ``aggregate`` mean what they mean in
+    :func:`~hrbench.stats.residuals.residual_table`, so each side's Γ equals that
+    table's; both sides get the same task draws (paired).
     """
     tasks_a = list(tasks_a)
     tasks_b = _align(tasks_a, tasks_b)
@@ -96,8 +115,9 @@ def paired_difference(
     seed_a, seed_b, seed_h = np.random.SeedSequence(seed).spawn(3)
     spec = TaskScopeSpec(level=level, method="percentile")
     K = max(n_boot, T)
-    bank_a = trial_bank(pk_a, K, 0, seed_a, zero_rule, spec)
-    bank_b = trial_bank(pk_b, K, 0, seed_b, zero_rule, spec)
+    raw = uses_raw_aggregate(zero_rule, aggregate)
+    bank_a = trial_bank(pk_a, K, 0, seed_a, zero_rule, spec, raw=raw)
+    bank_b = trial_bank(pk_b, K, 0, seed_b, zero_rule, spec, raw=raw)
     probs = np.array([(1 - level) / 2, (1 + level) / 2])
     rows: list[DifferenceRow] = []
     common = dict(level=level, n_boot=n_boot)
@@ -117,14 +137,21 @@ def paired_difference(
                         ci_method="trial-percentile", n_tasks=1, **common,
                     )
                 )
-        g_a = aggregate_gamma(pe_a, po_a, wmat, zero_rule)
-        g_b = aggregate_gamma(pe_b, po_b, wmat, zero_rule)
-        trial = aggregate_gamma(bank_a.p_exp[:, :n_boot].T, bank_a.p_obs[:, :n_boot].T, wmat, zero_rule) - aggregate_gamma(
-            bank_b.p_exp[:, :n_boot].T, bank_b.p_obs[:, :n_boot].T, wmat, zero_rule
-        )
-        hier = hierarchical_gammas([bank_a, bank_b], pk_a, n_boot, seed_h, zero_rule, pk_a.weights * kept)
+    # Same hier seed on both sides: the same task draws (paired); pk_b has pk_a's families and order.
+    agg_a = aggregate_replicates(tasks_a, pk_a, pe_a, po_a, bank_a, wmat, kept, n_boot, seed_h, zero_rule, aggregate, hierarchical)
+    pk_b_w = pk_b if np.array_equal(pk_b.weights, pk_a.weights) else _with_weights(pk_b, pk_a.weights)
+    agg_b = aggregate_replicates(tasks_b, pk_b_w, pe_b, po_b, bank_b, wmat, kept, n_boot, seed_h, zero_rule, aggregate, hierarchical)
+    g_a, g_b = agg_a.theta, agg_b.theta
+    with np.errstate(invalid="ignore"):
+        trial = agg_a.trial_reps - agg_b.trial_reps
+        hier = (agg_a.hier_reps, agg_b.hier_reps)
     trial_ci = column_quantiles(trial, probs)
-    hier_ci = column_quantiles(hier[0] - hier[1], probs)
+    hier_label = {"tasks_rescaled": "hierarchical", "tasks_then_trials": "two-stage-hierarchical", "tasks_only": "task-resample"}[
+        hierarchical
+    ]
+    with np.errstate(invalid="ignore"):
+        hier_probs = probs if agg_a.df is None else stats.norm.cdf(expanded_z(level, agg_a.df, len(names)))
+        hier_ci = column_quantiles(hier[0] - hier[1], hier_probs)
     for g, name in enumerate(names):
         scope: Scope = "all" if g == len(names) - 1 else "family"
         if scope not in scopes:
@@ -138,7 +165,7 @@ def paired_difference(
                 delta=float(g_a[g] - g_b[g]) if finite else None,
                 ci_low=_none(hier_ci[g, 0]), ci_high=_none(hier_ci[g, 1]),
                 trial_ci_low=_none(trial_ci[g, 0]), trial_ci_high=_none(trial_ci[g, 1]),
-                ci_method="hierarchical-percentile", n_tasks=int(np.sum((member[:, g] > 0) & kept)), **common,
+                ci_method=f"{hier_label}-percentile", n_tasks=int(np.sum((member[:, g] > 0) & kept)), **common,
             )
         )
     return rows

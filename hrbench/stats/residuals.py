@@ -4,15 +4,20 @@ Aggregation (paper §3.2, DESIGN §7): compose within each task first, then
 P_exp,F = Σ w_t P_exp,t / Σ w_t and P_obs,F likewise with the *same* weights,
 Γ_F = ln(P_exp,F / P_obs,F). Stage averages are never multiplied.
 
+Aggregates sum unbiased (raw) per-task P's by default; task rows use the
+declared zero rule (docs/statistics.md §6 and §11 for why).
+
 Intervals: the headline (``ci_low``/``ci_high``) is the hierarchical bootstrap
 for family and overall rows (it generalizes over the tasks those rows stand
-for) and the trial-level bootstrap for task rows; the trial-level interval of
-aggregates (these tasks only) is reported beside it.
+for; by default one-stage task resampling with the Rao–Wu rescaling and
+expanded percentiles) and the trial-level bootstrap for task rows; the
+trial-level interval of aggregates (these tasks only) is reported beside it.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal, Sequence
 
 import numpy as np
@@ -23,14 +28,17 @@ from hrbench.stats.bootstrap import (
     CiMethod,
     Packed,
     TaskScopeSpec,
+    TrialBank,
     aggregate_gamma,
     bca_probs,
     column_quantiles,
+    expanded_z,
     group_matrix,
     hierarchical_gammas,
     hierarchical_jackknife,
     jackknife_acceleration,
     pack,
+    rescaled_task_resample_gammas,
     task_resample_gammas,
     trial_bank,
     trial_variants,
@@ -215,11 +223,122 @@ def _trial_jackknife_aggregate(
     return jackknife_acceleration(np.concatenate(vals), np.concatenate(mults))
 
 
-def _interval(reps: np.ndarray, theta: np.ndarray, accel: np.ndarray | None, level: float, method: CiMethod) -> np.ndarray:
-    """(G, 2) interval limits from (B, G) replicates."""
+AggregateRule = Literal["unbiased", "smoothed"]
+HierarchicalScheme = Literal["tasks_rescaled", "tasks_then_trials", "tasks_only"]
+
+
+def uses_raw_aggregate(zero_rule: ZeroRule, aggregate: AggregateRule) -> bool:
+    """Whether aggregates sum raw per-task P's (only smoothing rules differ from raw)."""
+    if aggregate not in ("unbiased", "smoothed"):
+        raise ValueError(f"unknown aggregate {aggregate!r}; choose 'unbiased' or 'smoothed'")
+    return aggregate == "unbiased" and zero_rule in ("jeffreys", "haldane")
+
+
+def raw_probabilities(pk: Packed) -> tuple[np.ndarray, np.ndarray]:
+    """Unbiased per-task P̂_exp = Π k_i/m_i and P̂_obs = passed_n/m_0 (raw proportions)."""
+    pe = np.prod(np.where(pk.mask, pk.k / np.maximum(pk.m, 1), 1.0), axis=1)
+    po = np.array([t.passed[-1] / t.m0 for t in pk.tasks], np.float64)
+    return pe, po
+
+
+@dataclass(frozen=True, eq=False)
+class AggregateReplicates:
+    """Point values and bootstrap replicates of Γ per group (each family, then ``all``)."""
+
+    theta: np.ndarray  # (G,)
+    trial_reps: np.ndarray  # (B, G)
+    hier_reps: np.ndarray  # (B, G)
+    accel_h: np.ndarray | None  # (G,) BCa accelerations, or None
+    accel_tr: np.ndarray | None
+    pe_row: np.ndarray  # (T, G) per-task P_exp that group g sums
+    po_row: np.ndarray
+    use_raw: np.ndarray  # (G,) bool
+    df: np.ndarray | None  # (G,) Σ_f (n_f − 1) for the rescaled one-stage scheme, else None
+
+
+def aggregate_replicates(
+    tasks: Sequence[TaskOutcomes],
+    pk: Packed,
+    pe_rule: np.ndarray,
+    po_rule: np.ndarray,
+    bank: TrialBank,
+    wmat: np.ndarray,
+    kept: np.ndarray,
+    n_boot: int,
+    hier_seed: np.random.SeedSequence,
+    zero_rule: ZeroRule,
+    aggregate: AggregateRule,
+    hierarchical: HierarchicalScheme,
+    bca: bool = False,
+) -> AggregateReplicates:
+    """Γ per group with its trial-level and hierarchical replicates (docs/statistics.md §6–7).
+
+    Under ``aggregate="unbiased"`` with a smoothing rule, a group sums the raw per-task
+    P's (and the bank's raw replicates) unless its raw expected or observed sum is 0,
+    in which case it falls back to the declared rule's P's. Equal ``hier_seed`` gives
+    equal task draws, which is what pairs two sides of a contrast.
+    """
+    T = pk.n_tasks
+    G = wmat.shape[1]
+    smooth = dict(pe=pe_rule, po=po_rule, bank=bank, rule=zero_rule)
+    use_raw = np.zeros(G, bool)
+    variants = []
+    pe_row = np.repeat(pe_rule[:, None], G, 1)
+    po_row = np.repeat(po_rule[:, None], G, 1)
+    if uses_raw_aggregate(zero_rule, aggregate):
+        pe_raw, po_raw = raw_probabilities(pk)
+        use_raw = (pe_raw @ wmat > 0) & (po_raw @ wmat > 0)
+        variants.append((dict(pe=pe_raw, po=po_raw, bank=bank.raw(), rule="bound"), use_raw))
+        pe_row[:, use_raw] = pe_raw[:, None]
+        po_row[:, use_raw] = po_raw[:, None]
+    if not use_raw.all():
+        variants.append((smooth, ~use_raw))
+    theta = np.full(G, np.nan)
+    trial_reps = np.full((n_boot, G), np.nan)
+    hier_reps = np.full((n_boot, G), np.nan)
+    accel_h = np.zeros(G) if bca else None
+    accel_tr = np.zeros(G) if bca else None
+    weights = pk.weights * kept
+    for v, cols in variants:
+        rule, b = v["rule"], v["bank"]
+        theta[cols] = aggregate_gamma(v["pe"], v["po"], wmat, rule)[cols]
+        trial_reps[:, cols] = aggregate_gamma(b.p_exp[:, :n_boot].T, b.p_obs[:, :n_boot].T, wmat, rule)[:, cols]
+        if hierarchical == "tasks_then_trials":
+            h = hierarchical_gammas([b], pk, n_boot, hier_seed, rule, weights)[0]
+        elif hierarchical == "tasks_only":
+            h = task_resample_gammas(v["pe"], v["po"], pk, n_boot, hier_seed, weights)
+        elif hierarchical == "tasks_rescaled":
+            h = rescaled_task_resample_gammas(v["pe"], v["po"], pk, n_boot, hier_seed, weights, b)
+        else:
+            raise ValueError(f"unknown hierarchical scheme {hierarchical!r}")
+        hier_reps[:, cols] = h[:, cols]
+        if bca:
+            accel_h[cols] = jackknife_acceleration(hierarchical_jackknife(v["pe"], v["po"], wmat, rule), np.ones(T))[cols]
+            accel_tr[cols] = _trial_jackknife_aggregate(tasks, v["pe"], v["po"], wmat, rule)[cols]
+    df = None
+    if hierarchical == "tasks_rescaled":
+        live = weights > 0
+        n_f = np.bincount(pk.family_index[live], minlength=len(pk.families))
+        # Families with one task contribute trial-level (not between-task) noise: no df.
+        per_f = np.where(n_f > 1, n_f - 1, 0).astype(np.float64)
+        df = np.append(per_f, per_f.sum())
+    return AggregateReplicates(theta, trial_reps, hier_reps, accel_h, accel_tr, pe_row, po_row, use_raw, df)
+
+
+def _interval(
+    reps: np.ndarray,
+    theta: np.ndarray,
+    accel: np.ndarray | None,
+    level: float,
+    method: CiMethod,
+    df: np.ndarray | None = None,
+) -> np.ndarray:
+    """(G, 2) interval limits from (B, G) replicates; ``df``: expanded percentiles (Student t)."""
     if method == "bca" and accel is not None:
-        return column_quantiles(reps, bca_probs(reps, theta, accel, level))
-    return column_quantiles(reps, _percentile_probs(level))
+        return column_quantiles(reps, bca_probs(reps, theta, accel, level, df))
+    if df is None:
+        return column_quantiles(reps, _percentile_probs(level))
+    return column_quantiles(reps, stats.norm.cdf(expanded_z(level, df, reps.shape[1])))
 
 
 def residual_table(
@@ -231,7 +350,8 @@ def residual_table(
     quadrant_thresholds: QuadrantThresholds = QuadrantThresholds(),
     ci_method: CiMethod = "percentile",
     scopes: Sequence[Scope] = ALL_SCOPES,
-    hierarchical: Literal["tasks_then_trials", "tasks_only"] = "tasks_then_trials",
+    hierarchical: HierarchicalScheme = "tasks_rescaled",
+    aggregate: AggregateRule = "unbiased",
 ) -> list[ResidualRow]:
     """Γ_H rows for every task, every family and ``all``, with bootstrap intervals.
 
@@ -244,9 +364,17 @@ def residual_table(
         quadrant_thresholds: declared thresholds for the quadrant label.
         ci_method: ``percentile`` (default) or ``bca``.
         scopes: which rows to produce (calibration skips task rows).
-        hierarchical: headline resampling for family/all rows: tasks then trials
-            (default, DESIGN §7) or whole tasks only (one-stage cluster bootstrap;
-            see docs/statistics.md §11 for why it is offered).
+        hierarchical: headline resampling for family/all rows. ``tasks_rescaled``
+            (default): whole tasks redrawn within family, each keeping its estimate,
+            with the Rao–Wu small-sample rescaling; ``tasks_then_trials``: the
+            two-stage scheme (tasks, then trials; conservative, it counts trial noise
+            twice); ``tasks_only``: one-stage without rescaling. docs/statistics.md §7, §11.
+        aggregate: per-task P's summed into family/all rows. ``unbiased`` (default):
+            under ``jeffreys``/``haldane`` the raw Π k_i/m_i and passed_n/m_0 (the
+            first-order bias correction of the smoothed proportions; unbiased, so their
+            sums are), falling back to the smoothed P's for a group whose raw sum is 0;
+            ``smoothed``: the declared rule's P's (the pre-calibration behaviour). Task
+            rows always use the declared rule. Under ``bound``/``exclude`` both are raw.
     """
     tasks = list(tasks)
     ests = [estimate_task(t, zero_rule, level) for t in tasks]
@@ -257,7 +385,7 @@ def residual_table(
     wmat = member * (pk.weights * kept)[:, None]
     pe0 = np.array([e.p_expected for e in ests])
     po0 = np.array([e.p_observed for e in ests])
-    theta_g = aggregate_gamma(pe0, po0, wmat, zero_rule)
+    raw_agg = uses_raw_aggregate(zero_rule, aggregate)
 
     ss = np.random.SeedSequence(seed)
     bank_seed, hier_seed = ss.spawn(2)
@@ -266,7 +394,10 @@ def residual_table(
     if bca and "task" in scopes:
         theta_t, accel_t = _task_bca_inputs(tasks, ests, S, zero_rule)
         spec = TaskScopeSpec(level=level, method=ci_method, theta=theta_t, accel=accel_t)
-    bank = trial_bank(pk, max(n_boot, T), n_boot if "task" in scopes else 0, bank_seed, zero_rule, spec)
+    agg_wanted = any(sc in scopes for sc in ("family", "all"))
+    bank = trial_bank(
+        pk, max(n_boot, T), n_boot if "task" in scopes else 0, bank_seed, zero_rule, spec, raw=raw_agg and agg_wanted
+    )
 
     rows: list[ResidualRow] = []
     common = dict(level=level, n_boot=n_boot, zero_rule=zero_rule)
@@ -303,19 +434,15 @@ def residual_table(
     if not agg_scopes:
         return rows
 
-    trial_reps = aggregate_gamma(bank.p_exp[:, :n_boot].T, bank.p_obs[:, :n_boot].T, wmat, zero_rule)
-    if hierarchical == "tasks_then_trials":
-        hier_reps = hierarchical_gammas([bank], pk, n_boot, hier_seed, zero_rule, pk.weights * kept)[0]
-        hier_label = "hierarchical"
-    else:
-        hier_reps = task_resample_gammas(pe0, po0, pk, n_boot, hier_seed, pk.weights * kept)
-        hier_label = "task-resample"
-    accel_h = accel_tr = None
-    if bca:
-        accel_h = jackknife_acceleration(hierarchical_jackknife(pe0, po0, wmat, zero_rule), np.ones(T))
-        accel_tr = _trial_jackknife_aggregate(tasks, pe0, po0, wmat, zero_rule)
-    hier_ci = _interval(hier_reps, theta_g, accel_h, level, ci_method)
-    trial_ci = _interval(trial_reps, theta_g, accel_tr, level, ci_method)
+    agg = aggregate_replicates(
+        tasks, pk, pe0, po0, bank, wmat, kept, n_boot, hier_seed, zero_rule, aggregate, hierarchical, bca
+    )
+    theta_g, pe_row, po_row = agg.theta, agg.pe_row, agg.po_row
+    hier_label = {"tasks_rescaled": "hierarchical", "tasks_then_trials": "two-stage-hierarchical", "tasks_only": "task-resample"}[
+        hierarchical
+    ]
+    hier_ci = _interval(agg.hier_reps, theta_g, agg.accel_h, level, ci_method, agg.df)
+    trial_ci = _interval(agg.trial_reps, theta_g, agg.accel_tr, level, ci_method)
 
     for g, name in enumerate(names):
         scope: Scope = "all" if g == len(names) - 1 else "family"
@@ -325,8 +452,8 @@ def residual_table(
         idx = np.flatnonzero(in_group & kept)
         group_ests = [ests[i] for i in idx]
         w = pk.weights[idx]
-        p_exp = float(np.dot(w, pe0[idx]) / w.sum()) if idx.size else None
-        p_obs = float(np.dot(w, po0[idx]) / w.sum()) if idx.size else None
+        p_exp = float(np.dot(w, pe_row[idx, g]) / w.sum()) if idx.size else None
+        p_obs = float(np.dot(w, po_row[idx, g]) / w.sum()) if idx.size else None
         gamma = _f(theta_g[g]) if np.isfinite(theta_g[g]) else None
         bound, bound_value = (None, None)
         if zero_rule == "bound" and gamma is None and idx.size:

@@ -1,0 +1,77 @@
+"""Protects the calibrated aggregate (docs/statistics.md §6–7, §11): unbiased per-task P's in
+family/all rows, and the one-stage rescaled task bootstrap as the hierarchical headline."""
+
+import math
+
+import numpy as np
+import pytest
+
+from hrbench.stats import outcomes_from_counts, paired_difference, residual_table, simulate_task
+from hrbench.stats.bootstrap import pack, rescaled_task_resample_gammas
+
+
+def _study(rng, n=8, fams="AB"):
+    q = np.array([0.9, 0.7, 0.8])
+    return [simulate_task(f"t{j}", fams[j % len(fams)], q, q * 0.9, 30, 30, rng) for j in range(n)]
+
+
+def test_aggregate_sums_raw_proportions_under_a_smoothing_rule():
+    a = outcomes_from_counts("a", "F", [8, 5], [10, 10], [2, 4, 4], weight=3.0)  # raw P_exp .4, P_obs .4
+    b = outcomes_from_counts("b", "F", [9, 2], [10, 10], [5, 4, 1], weight=1.0)  # raw P_exp .18, P_obs .1
+    for rule in ("jeffreys", "haldane"):
+        rows = {r.name: r for r in residual_table([a, b], zero_rule=rule, n_boot=200)}
+        fam = rows["F"]
+        assert fam.p_expected == pytest.approx((3 * 0.4 + 0.18) / 4)
+        assert fam.p_observed == pytest.approx((3 * 0.4 + 0.1) / 4)
+        assert fam.gamma == pytest.approx(math.log(1.38 / 1.3))
+        if rule == "jeffreys":  # task rows keep the declared rule
+            assert rows["a"].p_expected == pytest.approx((8.5 / 11) * (5.5 / 11))
+    smoothed = {r.name: r for r in residual_table([a, b], n_boot=200, aggregate="smoothed")}
+    ta, tb = smoothed["a"], smoothed["b"]
+    assert smoothed["F"].p_expected == pytest.approx((3 * ta.p_expected + tb.p_expected) / 4)
+
+
+def test_aggregate_falls_back_to_the_rule_when_every_raw_observed_is_zero():
+    a = outcomes_from_counts("a", "F", [8, 5], [10, 10], [4, 6, 0])
+    b = outcomes_from_counts("b", "F", [9, 2], [10, 10], [5, 5, 0])
+    fam = [r for r in residual_table([a, b], n_boot=200) if r.scope == "family"][0]
+    old = [r for r in residual_table([a, b], n_boot=200, aggregate="smoothed") if r.scope == "family"][0]
+    assert fam.gamma == pytest.approx(old.gamma) and math.isfinite(fam.gamma)
+    assert fam.p_observed == pytest.approx(old.p_observed) and fam.p_observed > 0
+
+
+def test_rescaled_resample_gives_the_unbiased_variance_of_a_sum():
+    # P_obs = 1 everywhere, so exp(Γ*) · n is the rescaled resampled sum of P_exp.
+    rng = np.random.default_rng(3)
+    tasks = _study(rng, n=6, fams="F")
+    pk = pack(tasks)
+    x = rng.uniform(0.2, 0.8, 6)
+    reps = rescaled_task_resample_gammas(x, np.ones(6), pk, 40_000, np.random.SeedSequence(1), pk.weights)
+    sums = np.exp(reps[:, -1]) * 6
+    assert sums.mean() == pytest.approx(x.sum(), rel=0.01)
+    assert sums.var() == pytest.approx(6 * x.var(ddof=1), rel=0.05)  # n · s², not n · s² · (n−1)/n
+
+
+def test_single_task_family_gets_its_trial_level_interval():
+    rng = np.random.default_rng(4)
+    tasks = _study(rng, n=5, fams="AAAAB")  # family B has one task
+    rows = {r.name: r for r in residual_table(tasks, n_boot=400)}
+    b = rows["B"]
+    assert b.ci_low == pytest.approx(b.trial_ci_low) and b.ci_high == pytest.approx(b.trial_ci_high)
+    assert b.ci_low < b.gamma < b.ci_high
+
+
+def test_hierarchical_schemes_are_labelled():
+    tasks = _study(np.random.default_rng(5))
+    assert residual_table(tasks, n_boot=200)[-1].ci_method == "hierarchical-percentile"
+    two = residual_table(tasks, n_boot=200, hierarchical="tasks_then_trials")[-1]
+    assert two.ci_method == "two-stage-hierarchical-percentile" and two.ci_low < two.gamma < two.ci_high
+
+
+def test_paired_difference_uses_the_residual_table_aggregate():
+    rng = np.random.default_rng(6)
+    a, b = _study(rng), _study(rng)
+    diff = paired_difference(a, b, n_boot=300)[-1]
+    assert diff.gamma_a == pytest.approx(residual_table(a, n_boot=200)[-1].gamma)
+    assert diff.gamma_b == pytest.approx(residual_table(b, n_boot=200)[-1].gamma)
+    assert diff.ci_low < diff.delta < diff.ci_high and diff.ci_method == "hierarchical-percentile"
