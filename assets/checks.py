@@ -3,28 +3,16 @@
 
 import pandas as pd
 from dagster import (
-    AssetCheckExecutionContext, AssetCheckResult, AssetChecksDefinition, AssetKey, AssetRecordsFilter,
-    MultiPartitionsDefinition, asset_check,
+    AssetCheckExecutionContext, AssetCheckResult, AssetChecksDefinition, MultiPartitionsDefinition, asset_check,
 )
 
+from assets.evidence import latest_materialization, metadata_text, prior_expected_success
 from pipelines.partitions import AGENTS
 from resources.study import StudyResource
 
 EXPECTED_BEFORE_OBSERVED = "expected_success_precedes_natural_trials"
 TRIAL_COUNTS = "trial_counts_match_preregistration"
 STAGES_COMPLETE = "every_stage_estimated_within_unit_interval"
-
-
-def _latest(context: AssetCheckExecutionContext, asset: str, partition: str):
-    records = context.instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[partition]), limit=1
-    ).records
-    return records[0] if records else None
-
-
-def _text(record, key: str) -> str | None:
-    value = record.asset_materialization.metadata.get(key) if record else None
-    return getattr(value, "value", value)
 
 
 def build_study_checks(agent_task: MultiPartitionsDefinition) -> list[AssetChecksDefinition]:
@@ -34,15 +22,10 @@ def build_study_checks(agent_task: MultiPartitionsDefinition) -> list[AssetCheck
     def expected_success_precedes_natural_trials(context: AssetCheckExecutionContext) -> AssetCheckResult:
         key = context.partition_key
         agent = key.keys_by_dimension["agent"]  # type: ignore[attr-defined]
-        natural = _latest(context, "natural_trials", str(key))
-        prereg = _text(natural, "prereg_sha256")
-        expected = context.instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=AssetKey("expected_success"), asset_partitions=[agent],
-                               before_timestamp=natural.timestamp if natural else None),
-            limit=50,
-        ).records
-        matching = [r for r in expected if _text(r, "prereg_sha256") == prereg]
-        if not matching:
+        natural = latest_materialization(context.instance, "natural_trials", str(key))
+        prereg = metadata_text(natural, "prereg_sha256")
+        expected = prior_expected_success(context.instance, agent, prereg, natural.timestamp if natural else None)
+        if expected is None:
             return AssetCheckResult(
                 passed=False,
                 description=(
@@ -53,7 +36,7 @@ def build_study_checks(agent_task: MultiPartitionsDefinition) -> list[AssetCheck
                 metadata={"agent": agent, "prereg_sha256": str(prereg)},
             )
         return AssetCheckResult(passed=True, metadata={
-            "agent": agent, "prereg_sha256": str(prereg), "expected_success_timestamp": matching[0].timestamp,
+            "agent": agent, "prereg_sha256": str(prereg), "expected_success_timestamp": expected.timestamp,
         })
 
     @asset_check(asset="checkpoint_trials", name=TRIAL_COUNTS, blocking=True, partitions_def=agent_task,
@@ -99,9 +82,10 @@ def _count_check(context: AssetCheckExecutionContext, study: StudyResource, tria
     specs = (run.checkpoint_specs if kind == "checkpoint" else run.natural_specs)(keys["agent"], keys["task"])
     expected = {s.key for s in specs}
     got = list(trials["trial_key"]) if len(trials) else []
+    stamped = bool(len(trials)) and bool((trials["prereg_sha256"] == run.prereg_sha256).all())
     missing, extra = expected - set(got), set(got) - expected
     duplicates = len(got) - len(set(got))
-    ok = not missing and not extra and not duplicates and (trials["prereg_sha256"] == run.prereg_sha256).all()
+    ok = not missing and not extra and not duplicates and stamped
     return AssetCheckResult(
         passed=bool(ok),
         description=None if ok else f"{len(missing)} missing, {len(extra)} unexpected, {duplicates} duplicated trial keys",

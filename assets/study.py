@@ -14,6 +14,7 @@ from dagster import (
 from hrbench import analysis
 from hrbench.report.html import write_report
 from hrbench.report.summary import write_summary
+from assets.evidence import prior_expected_success
 from pipelines.partitions import AGENTS
 from resources.study import StudyResource
 
@@ -87,11 +88,22 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
 
     @asset(partitions_def=agent_task, deps=[AssetDep(expected_success, partition_mapping=BY_AGENT)])
     def natural_trials(context: AssetExecutionContext, study: StudyResource) -> Output[pd.DataFrame]:
-        """m_0 natural end-to-end rollouts per task, one row per rollout (stages passed, stop stage)."""
+        """m_0 natural end-to-end rollouts per task, one row per rollout (stages passed, stop stage).
+
+        Runs no rollout before P_expected of this agent is fixed under the same pre-registration (so
+        nothing is observed, or journaled for reuse, ahead of the prediction): it then stores an empty
+        table and the blocking check `expected_success_precedes_natural_trials` fails the run."""
         run = study.run()
         agent, task = _agent_task(context)
+        expected = prior_expected_success(context.instance, agent, run.prereg_sha256)
+        if expected is None:
+            context.log.error(f"no expected_success for agent {agent!r} under this pre-registration: "
+                              "no natural rollout was run")
+            frame = run.records_table([])
+            return Output(frame, metadata=_meta(run, frame, refused="expected_success missing"))
         frame = run.records_table(run.run_natural_trials(agent, task))
-        return Output(frame, metadata=_meta(run, frame, passed=int(frame["passed"].sum())))
+        return Output(frame, metadata=_meta(run, frame, passed=int(frame["passed"].sum()),
+                                            expected_success_timestamp=expected.timestamp))
 
     @asset(partitions_def=AGENTS, ins={
         "checkpoint_trials": AssetIn(partition_mapping=BY_AGENT),

@@ -95,7 +95,8 @@ class StudyRun:
         return frame
 
     def records_table(self, records: list[TrialRecord]) -> pd.DataFrame:
-        return pd.DataFrame([r.model_dump() for r in records])
+        """One row per trial; the columns exist even when there are no trials."""
+        return pd.DataFrame([r.model_dump() for r in records], columns=list(TrialRecord.model_fields))
 
     # -- trials ---------------------------------------------------------------------------
 

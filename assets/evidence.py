@@ -1,0 +1,26 @@
+"""The order of evidence, read from the Dagster instance: was P_expected fixed before P_observed?"""
+
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, EventLogRecord
+
+
+def metadata_text(record: EventLogRecord | None, key: str) -> str | None:
+    value = record.asset_materialization.metadata.get(key) if record and record.asset_materialization else None
+    return getattr(value, "value", value)
+
+
+def latest_materialization(instance: DagsterInstance, asset: str, partition: str) -> EventLogRecord | None:
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[partition]), limit=1
+    ).records
+    return records[0] if records else None
+
+
+def prior_expected_success(instance: DagsterInstance, agent: str, prereg_sha256: str | None,
+                           before_timestamp: float | None = None) -> EventLogRecord | None:
+    """The latest `expected_success` of this agent under this pre-registration, before a time if given."""
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey("expected_success"), asset_partitions=[agent],
+                           before_timestamp=before_timestamp),
+        limit=50,
+    ).records
+    return next((r for r in records if metadata_text(r, "prereg_sha256") == prereg_sha256), None)
