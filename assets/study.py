@@ -68,7 +68,8 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
         run = study.run()
         agent, task = _agent_task(context)
         frame = run.records_table(run.run_checkpoint_trials(agent, task))
-        return Output(frame, metadata=_meta(run, frame, passed=int(frame["passed"].sum())))
+        return Output(frame, metadata=_meta(run, frame, passed=int(frame["passed"].sum()),
+                                            harness_errors=analysis.harness_errors(frame)))
 
     @asset(partitions_def=AGENTS, ins={"checkpoint_trials": AssetIn(partition_mapping=BY_AGENT)})
     def stage_estimates(context: AssetExecutionContext, study: StudyResource,
@@ -103,6 +104,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
             return Output(frame, metadata=_meta(run, frame, refused="expected_success missing"))
         frame = run.records_table(run.run_natural_trials(agent, task))
         return Output(frame, metadata=_meta(run, frame, passed=int(frame["passed"].sum()),
+                                            harness_errors=analysis.harness_errors(frame),
                                             expected_success_timestamp=expected.timestamp))
 
     @asset(partitions_def=AGENTS, ins={

@@ -3,6 +3,9 @@
 Thin glue between stored trial rows and the pure estimators in `hrbench.stats`;
 every number is computed there. Sim agents' closed-form truth is attached beside
 the estimates so the pipeline can be checked against it.
+
+Trials that ended in `harness_error` have no valid result and are left out of every
+denominator (as the depth paper does, App. I); their number is reported beside the estimates.
 """
 
 from __future__ import annotations
@@ -25,26 +28,36 @@ class MissingTrials(ValueError):
 def _checkpoint_passes(run: StudyRun, checkpoint: pd.DataFrame, condition: str, task: str) -> tuple[np.ndarray, ...]:
     """0/1 outcomes per stage of this study version's checkpoint trials, stages in path order."""
     phash = run.study.checkpoint_protocol(condition).protocol_hash()
-    rows = checkpoint[(checkpoint["prereg_sha256"] == run.prereg_sha256) & (checkpoint["protocol"] == phash)
-                      & (checkpoint["task"] == task)]
+    rows = _valid(checkpoint[(checkpoint["prereg_sha256"] == run.prereg_sha256) & (checkpoint["protocol"] == phash)
+                             & (checkpoint["task"] == task)])
     stages = run.task(task).stages
     passes = tuple(rows[rows["stage"] == s.name].sort_values("trial_index")["passed"].to_numpy(dtype=np.int64)
                    for s in stages)
     missing = [s.name for s, p in zip(stages, passes) if p.size == 0]
     if missing:
-        raise MissingTrials(f"no checkpoint trials of pre-registration {run.prereg_sha256[:12]} (protocol {phash}) "
-                            f"for task {task!r}, stages {missing}: materialize checkpoint_trials for that partition")
+        raise MissingTrials(f"no valid checkpoint trials of pre-registration {run.prereg_sha256[:12]} (protocol "
+                            f"{phash}) for task {task!r}, stages {missing}: materialize checkpoint_trials for that "
+                            "partition (trials that ended in harness_error are retried on the next run)")
     return passes
+
+
+def _valid(trials: pd.DataFrame) -> pd.DataFrame:
+    return trials[trials["exit_reason"] != "harness_error"]
+
+
+def harness_errors(trials: pd.DataFrame) -> int:
+    """Trials without a valid result (left out of every estimate)."""
+    return int((trials["exit_reason"] == "harness_error").sum()) if len(trials) else 0
 
 
 def task_outcomes(run: StudyRun, checkpoint: pd.DataFrame, natural: pd.DataFrame, condition: str) -> list[TaskOutcomes]:
     """Per-task trial outcomes of one agent under one condition, stages in path order."""
-    nat = natural[(natural["prereg_sha256"] == run.prereg_sha256) & (natural["condition"] == condition)]
+    nat = _valid(natural[(natural["prereg_sha256"] == run.prereg_sha256) & (natural["condition"] == condition)])
     outcomes = []
     for task in run.tasks:
         t_nat = nat[nat["task"] == task.name]
         if t_nat.empty:
-            raise MissingTrials(f"no natural trials of pre-registration {run.prereg_sha256[:12]} for task "
+            raise MissingTrials(f"no valid natural trials of pre-registration {run.prereg_sha256[:12]} for task "
                                 f"{task.name!r} ({condition}): materialize natural_trials for that partition")
         passes = _checkpoint_passes(run, checkpoint, condition, task.name)
         outcomes.append(TaskOutcomes(

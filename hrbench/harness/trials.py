@@ -176,11 +176,17 @@ class TrialJournal:
         self._lock = threading.Lock()
 
     def load(self) -> dict[str, TrialRecord]:
-        """Finished trials by key; a torn last line (a crash mid-write) is ignored."""
+        """Finished trials by key. A torn last line (a crash mid-write) is cut off the file, so the
+        next append starts on a line of its own instead of being glued to the fragment."""
         records: dict[str, TrialRecord] = {}
         if not self.path.exists():
             return records
-        for line in self.path.read_text().splitlines():
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with self._lock, open(self.path, "r+b") as fh:
+                fh.truncate(data.rfind(b"\n") + 1)
+            data = data[: data.rfind(b"\n") + 1]
+        for line in data.decode("utf-8", errors="replace").splitlines():
             try:
                 record = TrialRecord.model_validate_json(line)
             except ValueError:
@@ -206,27 +212,29 @@ def run_trials(
     """Run every spec whose key is not yet in the journal; return all records in spec order.
 
     Trials run in a bounded thread pool (they wait on sandbox processes). A trial that
-    raises is recorded as `harness_error`, so a study never loses a row.
+    raises (an infrastructure failure: sandbox, snapshot, disk) is returned as a `harness_error`
+    row but not journaled, so a resumed run tries it again instead of keeping the failure.
     """
     specs = list(specs)
     done = journal.load()
     todo = [s for s in specs if s.key not in done]
 
-    def guarded(spec: TrialSpec) -> TrialRecord:
+    def guarded(spec: TrialSpec) -> tuple[TrialRecord, bool]:
         start = time.monotonic()
         try:
-            return execute(spec)
+            return execute(spec), True
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
-            return _error_record(spec, time.monotonic() - start, error)
+            return _error_record(spec, time.monotonic() - start, error), False
 
     bar = tqdm(total=len(specs), initial=len(specs) - len(todo), desc=description, unit="trial",
                disable=not progress, leave=False, dynamic_ncols=True)
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         futures = [pool.submit(guarded, s) for s in todo]
         for future in as_completed(futures):
-            record = future.result()
-            journal.append(record)
+            record, keep = future.result()
+            if keep:
+                journal.append(record)
             done[record.trial_key] = record
             bar.update(1)
     bar.close()
