@@ -211,6 +211,20 @@ class Study(Frozen):
         return value
 
     @model_validator(mode="after")
+    def _runnable(self) -> "Study":
+        if any(self.checkpoint_protocol(c).history == "matched" for c in self.conditions):
+            # Matched prefixes come from recorded natural rollouts, but the asset graph fixes
+            # P_expected before any natural rollout exists: the two orders cannot both hold.
+            raise ValueError("checkpoint.history 'matched' is not supported in studies yet (it needs natural "
+                             "rollouts before the checkpoint trials); use 'fresh' or 'compacted'")
+        looks = [a.id for a in self.agents if isinstance(a, SimAgentSpec) and a.sim.defect_penalty > 0]
+        cap = self.checkpoint.budget.max_turns
+        if looks and cap is not None and cap < 2:
+            raise ValueError(f"sim agents {looks} look at their workspace before acting (2 turns per stage); "
+                             "checkpoint.budget.max_turns must be at least 2 for their truth to hold")
+        return self
+
+    @model_validator(mode="after")
     def _unique_agents(self) -> "Study":
         ids = [a.id for a in self.agents]
         dupes = sorted({i for i in ids if ids.count(i) > 1})

@@ -31,6 +31,9 @@ def test_demo_study_is_valid_and_declares_two_sim_agents():
     ("name: x\nagents: [{id: a, kind: sim}]\ncheckpoint: {state: solution_conditioned}\n", "not supported yet"),
     ("name: x\nagents: [{id: a, kind: sim}]\nquadrant: {high: 0.2, low: 0.5}\n", "quadrant.low must be below"),
     ("name: x\nagents: [{id: a, kind: sim}]\ntrials: {checkpoint: 0}\n", "trials.checkpoint"),
+    ("name: x\nagents: [{id: a, kind: sim}]\ncheckpoint: {history: matched}\n", "'matched' is not supported"),
+    ("name: x\nagents: [{id: a, kind: sim, sim: {defect_penalty: 1}}]\ncheckpoint: {budget: {max_turns: 1}}\n",
+     "max_turns must be at least 2"),
 ])
 def test_invalid_study_names_file_and_field(tmp_path: Path, body: str, message: str):
     path = _write(tmp_path / "s.yaml", body)
