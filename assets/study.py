@@ -135,11 +135,12 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
     def study_report(study: StudyResource, horizon_residuals: pd.DataFrame) -> MaterializeResult:
         """The HTML report and summary.json: residual table, forest plot, lineage to the pre-registration."""
         run = study.run()
-        summary = write_summary(run, horizon_residuals, run.out_dir / "summary.json")
-        report = write_report(run, horizon_residuals, run.out_dir / "report.html")
+        residuals = analysis.current_residuals(run, horizon_residuals)
+        summary = write_summary(run, residuals, run.out_dir / "summary.json")
+        report = write_report(run, residuals, run.out_dir / "report.html")
         return MaterializeResult(metadata={
             "prereg_sha256": run.prereg_sha256, "report": str(report), "summary": str(summary),
-            "rows": len(horizon_residuals),
+            "rows": len(residuals),
         })
 
     return [task_catalog, verifier_audit, preregistration, checkpoint_trials, stage_estimates,

@@ -157,3 +157,18 @@ def _true_gamma(scope: str, name: str, truths: dict, weights: dict, families: di
     p_obs = float(np.dot(w, [truths[t].p_observed for t in members]) / w.sum())
     return float(np.log(p_exp / p_obs))
 
+
+
+def current_residuals(run: StudyRun, residuals: pd.DataFrame) -> pd.DataFrame:
+    """The rows of this pre-registration and its declared agents; every declared agent must be there.
+
+    A store may hold other study versions or agents (an output directory reused, a shared Dagster
+    instance); a report must never mix them in, nor silently leave an agent out.
+    """
+    mine = residuals[(residuals["prereg_sha256"] == run.prereg_sha256)] if len(residuals) else residuals
+    declared = [a.id for a in run.study.agents]
+    missing = [a for a in declared if a not in set(mine["agent"] if len(mine) else [])]
+    if missing:
+        raise MissingTrials(f"no horizon_residuals of pre-registration {run.prereg_sha256[:12]} for agents "
+                            f"{missing}: materialize horizon_residuals for them first")
+    return mine[mine["agent"].isin(declared)]

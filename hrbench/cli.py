@@ -74,6 +74,7 @@ def report(study: Path = typer.Argument(..., help="study YAML file"),
     """Re-render report.html and summary.json from the stored residual tables (no trials run)."""
     import pandas as pd
 
+    from hrbench.analysis import MissingTrials, current_residuals
     from hrbench.report.html import write_report
     from hrbench.report.summary import write_summary
     from hrbench.study_run import StudyRun
@@ -81,13 +82,10 @@ def report(study: Path = typer.Argument(..., help="study YAML file"),
     try:
         run = StudyRun.from_file(study, out, progress=False)
         tables = sorted((run.out_dir / "tables" / "horizon_residuals").glob("*.parquet"))
-        residuals = pd.concat([pd.read_parquet(p) for p in tables]) if tables else pd.DataFrame()
-        if residuals.empty or not (residuals["prereg_sha256"] == run.prereg_sha256).any():
-            raise StudyError(f"{run.out_dir}: no horizon_residuals of pre-registration {run.prereg_sha256[:12]}; "
-                             f"run `hrbench run {study} --out {out}` first")
-        residuals = residuals[residuals["prereg_sha256"] == run.prereg_sha256]
-    except (StudyError, TaskError) as exc:
-        err.print(f"[red]error:[/] {exc}")
+        residuals = current_residuals(run, pd.concat([pd.read_parquet(p) for p in tables]) if tables
+                                      else pd.DataFrame())
+    except (StudyError, TaskError, MissingTrials) as exc:
+        err.print(f"[red]error:[/] {exc}; run `hrbench run {study} --out {out}` first")
         raise typer.Exit(1) from exc
     console.print(f"report: {write_report(run, residuals, run.out_dir / 'report.html')}")
     console.print(f"summary: {write_summary(run, residuals, run.out_dir / 'summary.json')}")
