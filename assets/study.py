@@ -12,6 +12,7 @@ from dagster import (
 )
 
 from hrbench import analysis
+from hrbench.protocol import StudyError
 from hrbench.report.html import write_report
 from hrbench.report.summary import write_summary
 from assets.evidence import prior_expected_success
@@ -56,8 +57,10 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
     def preregistration(study: StudyResource) -> Output[pd.DataFrame]:
         """The frozen protocol: canonical JSON of the study and task contents, and its SHA-256."""
         run = study.run()
-        path = run.out_dir / "preregistration.json"
-        run.preregistration.write(path)
+        try:
+            path = run.write_preregistration()
+        except StudyError as exc:
+            raise Failure(str(exc)) from exc
         frame = pd.DataFrame([{"prereg_sha256": run.prereg_sha256, "study": run.study.name,
                                "version": run.study.version, "path": str(path)}])
         return Output(frame, metadata=_meta(run, frame, path=str(path)))

@@ -7,6 +7,7 @@ statistics and no Dagster.
 from __future__ import annotations
 
 import functools
+import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from hrbench.harness.trials import (
     TrialJournal, natural_protocol, run_checkpoint_trial, run_natural_trial, run_trials,
 )
 from hrbench.preregistration import Preregistration, freeze
-from hrbench.protocol import LoadedStudy, SimAgentSpec, load_study
+from hrbench.protocol import LoadedStudy, SimAgentSpec, StudyError, load_study
 from hrbench.tasks.audit import StageAudit, audit_task
 from hrbench.tasks.loader import load_registry
 from hrbench.tasks.model import Task
@@ -60,6 +61,28 @@ class StudyRun:
     @functools.cached_property
     def preregistration(self) -> Preregistration:
         return freeze(self.study, self.tasks)
+
+    def write_preregistration(self) -> Path:
+        """Freeze the protocol into OUT/preregistration.json; an output directory holds one study version.
+
+        A changed protocol (or task, or hrbench version) is a new study version and must not
+        overwrite the old one's record, so a different hash already there is an error.
+        """
+        self.check_out_dir()
+        path = self.out_dir / "preregistration.json"
+        self.preregistration.write(path)
+        return path
+
+    def check_out_dir(self) -> None:
+        """Raise StudyError if the output directory already holds another study version."""
+        path = self.out_dir / "preregistration.json"
+        if path.is_file():
+            existing = json.loads(path.read_text()).get("prereg_sha256")
+            if existing != self.prereg_sha256:
+                raise StudyError(
+                    f"{self.out_dir} holds study version {str(existing)[:12]}, but this study is "
+                    f"{self.prereg_sha256[:12]} (its protocol, tasks or hrbench version changed): "
+                    "write the new version to a new --out directory")
 
     @property
     def prereg_sha256(self) -> str:

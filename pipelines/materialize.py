@@ -41,6 +41,7 @@ def run_study(study_path: str | Path, out_dir: str | Path, console: Console | No
     out.mkdir(parents=True, exist_ok=True)
     defs = build_definitions(study_path, out, progress=progress)
     run = StudyRun.from_file(study_path, out, progress)
+    run.check_out_dir()  # fail before any work if OUT holds another study version
     instance = instance or instance_for(out)
     agents = [a.id for a in run.study.agents]
     known = set(instance.get_dynamic_partitions(AGENTS.name))

@@ -155,3 +155,15 @@ def test_report_command_rerenders_from_stored_tables(finished_study: Path):
     assert result.returncode == 0, result.stderr
     assert (finished_study / "report.html").is_file()
     assert json.loads((finished_study / "summary.json").read_text()) == summary_before
+
+
+def test_an_output_directory_holds_one_study_version(finished_study: Path, tmp_path: Path):
+    from hrbench.protocol import StudyError
+
+    changed = yaml.safe_load(TINY_STUDY.read_text())
+    changed["tasks"]["registry"] = str(FIXTURES / "registry")
+    changed["trials"]["natural"] += 1
+    path = tmp_path / "v2.yaml"
+    path.write_text(yaml.safe_dump(changed))
+    with pytest.raises(StudyError, match="holds study version .* write the new version to a new --out"):
+        run_study(path, finished_study, instance=DagsterInstance.ephemeral(), progress=False)
