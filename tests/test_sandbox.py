@@ -100,3 +100,40 @@ def test_checkpoint_snapshot_is_built_once_and_copied_per_trial(tmp_path: Path):
     finally:
         env_a.close()
         env_b.close()
+
+
+def test_host_secrets_are_hidden(env: LocalEnvironment):
+    assert Path("/etc/shadow").exists()
+    result = env.exec("cat /etc/shadow /etc/gshadow 2>&1; echo end", 10)
+    assert "root:" not in result.output and result.output.strip().endswith("end")
+
+
+def test_agent_modules_in_the_workspace_cannot_hijack_a_verifier(tmp_path: Path):
+    task = load_task(TINY_TASK)
+    env = LocalBackend(tmp_path / "cache").start(task, 0)
+    try:
+        stage = task.stage("make")
+        tests = tmp_path / "tests"
+        tests.mkdir()
+        (tests / "test.sh").write_text(
+            "mkdir -p /logs/verifier\npython3 -c 'import json; print(json.dumps(0))' > /logs/verifier/reward.txt\n")
+        (env.workspace / "json.py").write_text("dumps = lambda value: 1\n")  # the agent's forgery
+        assert env.verify(stage.model_copy(update={"tests": tests})).reward == 0.0
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("content, reward", [("1", 1.0), ("0.5", 0.5), ("nan", 0.0), ("inf", 0.0), ("7", 1.0),
+                                             ("-3", 0.0), ("yes", 0.0)])
+def test_reward_file_values_are_validated(tmp_path: Path, content: str, reward: float):
+    from hrbench.envs.local import _read_reward
+
+    (tmp_path / "reward.txt").write_text(content)
+    assert _read_reward(tmp_path)[0] == reward
+
+
+def test_reward_json_values_are_clamped(tmp_path: Path):
+    from hrbench.envs.local import _read_reward
+
+    (tmp_path / "reward.json").write_text('{"a": 5, "b": 0}')
+    assert _read_reward(tmp_path) == (0.5, {"a": 1.0, "b": 0.0})

@@ -7,7 +7,9 @@ solve.sh and test, to the agent.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -16,15 +18,17 @@ import threading
 import time
 from pathlib import Path
 
-from hrbench.envs.base import SandboxError, ExecResult, VerifierResult
 from typing import TYPE_CHECKING
+
+from hrbench.envs.base import ExecResult, SandboxError, VerifierResult
+from hrbench.tasks.model import Stage, Task
 
 if TYPE_CHECKING:
     from hrbench.envs.shell import PersistentShell
-from hrbench.tasks.model import Stage, Task
 
 CHECK_LIBRARY = Path(__file__).resolve().parent.parent / "tasks" / "checks.sh"
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+_HOST_SECRETS = ["/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/ssh", "/etc/ssl/private"]
 _ROOT_SYMLINKS = [("usr/bin", "/bin"), ("usr/lib", "/lib"), ("usr/lib64", "/lib64"), ("usr/sbin", "/sbin")]
 
 
@@ -38,6 +42,12 @@ def _bwrap_base(workspace: Path, workdir: str) -> list[str]:
             "bubblewrap (bwrap) is not installed; the local backend needs it: apt-get install -y bubblewrap"
         )
     args = ["bwrap", "--tmpfs", "/", "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+    # The sandbox's root is the host's root mapped into a user namespace: hide the host's secrets.
+    for secret in _HOST_SECRETS:
+        if Path(secret).is_dir():
+            args += ["--tmpfs", secret]
+        elif Path(secret).exists():
+            args += ["--ro-bind", "/dev/null", secret]
     for target, link in _ROOT_SYMLINKS:
         if Path(link).is_symlink() or not Path(link).exists():
             args += ["--symlink", target, link]
@@ -118,6 +128,9 @@ class LocalEnvironment:
             args = _bwrap_base(self.workspace, self.task.workdir)
             args[args.index("--chdir"):args.index("--chdir")] = [
                 "--ro-bind", str(tests), "/tests", "--bind", str(logs), "/logs",
+                # Verifiers run with cwd /app: without this an agent's /app/sqlite3.py would be
+                # imported by a verifier's `python3 -c 'import sqlite3'` and could forge its result.
+                "--setenv", "PYTHONSAFEPATH", "1",
             ]
             result = _run(args, "bash /tests/test.sh\n", self.task.verifier_timeout_sec, self.memory_mb)
             reward, rewards = _read_reward(logs / "verifier")
@@ -137,15 +150,24 @@ class LocalEnvironment:
             shutil.rmtree(self.workspace, ignore_errors=True)
 
 
+def _unit(value: object) -> float:
+    """A reward in [0, 1]; NaN, infinities and non-numbers are invalid (ValueError)."""
+    number = float(value)  # type: ignore[arg-type]
+    if not math.isfinite(number):
+        raise ValueError(f"reward {value!r} is not a finite number")
+    return min(1.0, max(0.0, number))
+
+
 def _read_reward(folder: Path) -> tuple[float, dict[str, float]]:
+    """reward.json (mean of its subtask rewards) or reward.txt; anything unreadable scores 0."""
     text_file, json_file = folder / "reward.txt", folder / "reward.json"
     try:
         if json_file.is_file():
-            values = {k: float(v) for k, v in json.loads(json_file.read_text()).items()}
+            values = {str(k): _unit(v) for k, v in json.loads(json_file.read_text()).items()}
             return (sum(values.values()) / len(values) if values else 0.0), values
         if text_file.is_file():
-            return max(0.0, min(1.0, float(text_file.read_text().strip()))), {}
-    except (ValueError, AttributeError, json.JSONDecodeError):
+            return _unit(text_file.read_text().strip()), {}
+    except (ValueError, TypeError, AttributeError, json.JSONDecodeError):
         pass  # an unreadable reward is a failed verification, never a crash
     return 0.0, {}
 
@@ -187,7 +209,11 @@ class LocalBackend:
         """Snapshot of the oracle state after the first `stages_done` stages, built once and reused."""
         self.check_supported(task)
         target = self._state_dir(task, stages_done)
-        with self._lock(str(target)):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # A thread lock for this process and a file lock for other processes (Dagster's
+        # multiprocess executor runs partitions of the same task side by side).
+        with self._lock(str(target)), open(target.with_name(target.name + ".lock"), "w") as lock_file:
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
             if target.is_dir():
                 return target
             building = target.with_name(target.name + f".building-{os.getpid()}")
