@@ -1,7 +1,6 @@
 """Tests for the bash check library hrbench/tasks/checks.sh (Table 7 of the depth paper)."""
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys

@@ -23,6 +23,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from hrbench.agents.base import Action, Agent, Command, Observation, TrialContext
+from hrbench.harness.history import canonical_policy, summary_covers
 from hrbench.protocol import CheckpointProtocol, Condition, SimParams, StatePolicy
 from hrbench.tasks.model import Task
 
@@ -78,9 +79,8 @@ def _last_int(text: str) -> int:
     return 0
 
 
-def _compacted_boundaries(observation: Observation) -> float:
-    return sum(float(m.content.split("covers=")[1].split()[0]) for m in observation.messages
-               if m.role == "user" and m.content.startswith("[summary") and "covers=" in m.content)
+def _compacted_boundaries(observation: Observation) -> int:
+    return sum(summary_covers(m) for m in observation.messages)
 
 
 class SimTruth(BaseModel):
@@ -97,9 +97,7 @@ class SimTruth(BaseModel):
 
 def _history_weight(policy: str, retention: float) -> float:
     """How much each earlier boundary counts in visible history h."""
-    return {"full": 1.0, "matched": 1.0, "reset": 0.0, "fresh": 0.0, "compact": retention, "compacted": retention}[
-        policy
-    ]
+    return {"full": 1.0, "matched": 1.0, "reset": 0.0, "compact": retention}[canonical_policy(policy)]
 
 
 def sim_truth(params: SimParams, task: Task, condition: Condition, checkpoint: CheckpointProtocol) -> SimTruth:

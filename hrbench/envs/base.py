@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Protocol
 
 from pydantic import BaseModel
@@ -33,8 +32,6 @@ class Environment(Protocol):
     def exec(self, command: str, timeout_s: float) -> ExecResult: ...
 
     def verify(self, stage: Stage) -> VerifierResult: ...
-
-    def save_state(self, dest: Path) -> None: ...
 
     def close(self) -> None: ...
 

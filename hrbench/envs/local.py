@@ -142,9 +142,6 @@ class LocalEnvironment:
             rewards=rewards,
         )
 
-    def save_state(self, dest: Path) -> None:
-        copy_tree(self.workspace, dest)
-
     def close(self) -> None:
         if self._owns:
             shutil.rmtree(self.workspace, ignore_errors=True)

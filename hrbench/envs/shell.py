@@ -170,7 +170,6 @@ class PersistentShell:
         )
         self._reader = threading.Thread(target=self._read_loop, daemon=True, name="hrbench-shell-reader")
         self._reader.start()
-        self.started = time.monotonic()
 
     # -- reading ----------------------------------------------------------------------------
 

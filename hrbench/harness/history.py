@@ -18,6 +18,13 @@ from hrbench.agents.base import Message
 
 Summarizer = Callable[[list[Message]], str]
 SUMMARY_STAGE = -1
+# Checkpoint protocols name two policies by what the agent starts with.
+POLICY_ALIASES = {"fresh": "reset", "compacted": "compact"}
+
+
+def canonical_policy(name: str) -> str:
+    """`fresh` -> `reset`, `compacted` -> `compact`; other names unchanged."""
+    return POLICY_ALIASES.get(name, name)
 
 
 def extractive_summary(messages: list[Message]) -> str:
@@ -41,7 +48,7 @@ class History:
     def __init__(self, policy: str, summarizer: Summarizer = extractive_summary):
         if policy not in ("full", "reset", "compact", "matched", "fresh", "compacted"):
             raise ValueError(f"history policy {policy!r} is not supported by this harness")
-        self.policy = {"fresh": "reset", "compacted": "compact"}.get(policy, policy)
+        self.policy = canonical_policy(policy)
         self.summarizer = summarizer
         self.messages: list[Message] = []
         self.log: list[Message] = []  # every message ever added, whatever the policy showed later
@@ -80,5 +87,8 @@ class History:
         self.log = list(prefix)
 
 
-def _is_summary(message: Message) -> bool:
-    return message.stage_index == SUMMARY_STAGE
+def summary_covers(message: Message) -> int:
+    """How many finished stages a compaction summary stands for (0 for any other message)."""
+    if message.stage_index != SUMMARY_STAGE or "covers=" not in message.content:
+        return 0
+    return int(message.content.split("covers=", 1)[1].split()[0])

@@ -31,7 +31,7 @@ def natural_protocol(condition: Condition) -> str:
 
 def default_trajectory_dir(backend: LocalBackend) -> Path:
     """Trajectories live beside the backend's cache: `<study out>/trajectories/`."""
-    return Path(getattr(backend, "trajectory_dir", None) or Path(backend.cache_dir).parent / "trajectories")
+    return Path(backend.cache_dir).parent / "trajectories"
 
 
 def _history_for(policy: str, agent: Agent) -> History:

@@ -4,7 +4,6 @@ against a scripted OpenAI-compatible server on loopback (DESIGN §5, issue 4 acc
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -12,8 +11,8 @@ from hrbench.agents.llm import SUMMARY_PROMPT, parse_reply
 from hrbench.harness.loop import CONFIRM_PROMPT
 from hrbench.protocol import Budget
 from hrbench.harness.trajectory import read_trajectory
-from tests.agents.helpers import FAST, SOLVE, checkpoint, natural, solved
-from tests.agents.scripted_server import count_tokens, reply
+from tests.agents.helpers import SOLVE, checkpoint, natural, solved
+from tests.agents.scripted_server import reply
 
 
 def _user_texts(messages: list[dict]) -> list[str]:
