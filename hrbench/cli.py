@@ -106,9 +106,10 @@ def plan(study: Path = typer.Argument(..., help="study YAML file"),
     from hrbench.study_run import StudyRun
 
     try:
-        run = StudyRun.from_file(study, Path(tempfile.mkdtemp(prefix="hrbench-plan-")), progress=False)
-        inputs = anticipated(run, pilot, [float(v) for v in q.split(",")] if q else None, p_obs)
-        rows = plan_study(run, half_width, inputs, n_sims=sims, seed=run.study.bootstrap.seed)
+        with tempfile.TemporaryDirectory(prefix="hrbench-plan-") as scratch:  # planning runs no trial
+            run = StudyRun.from_file(study, Path(scratch), progress=False)
+            inputs = anticipated(run, pilot, [float(v) for v in q.split(",")] if q else None, p_obs)
+            rows = plan_study(run, half_width, inputs, n_sims=sims, seed=run.study.bootstrap.seed)
     except (StudyError, TaskError, ValueError) as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from exc

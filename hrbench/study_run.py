@@ -128,7 +128,10 @@ class StudyRun:
 
     def checkpoint_specs(self, agent: str, task: str) -> list[TrialSpec]:
         """m_i trials per stage for every distinct checkpoint protocol the conditions need."""
-        protocols = {self.study.checkpoint_protocol(c).protocol_hash(): c for c in self.study.conditions}
+        # Conditions sharing a protocol share its trials; they are labelled with the first such condition.
+        protocols: dict[str, str] = {}
+        for c in self.study.conditions:
+            protocols.setdefault(self.study.checkpoint_protocol(c).protocol_hash(), c)
         t = self.task(task)
         return [
             TrialSpec(prereg_sha256=self.prereg_sha256, agent=agent, condition=condition, protocol=phash,
