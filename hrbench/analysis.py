@@ -131,7 +131,9 @@ def horizon_residuals(run: StudyRun, agent: str, checkpoint: pd.DataFrame, natur
             level=study.bootstrap.level,
             quadrant_thresholds=QuadrantThresholds(high=study.quadrant.high, low=study.quadrant.low),
         )
-        truths = {t.name: run.truth(agent, t.name, condition) for t in outcomes}
+        # Truth of the same estimand: over the tasks the estimate kept (the `exclude` rule drops some).
+        kept = [t for t in outcomes if not estimate_task(t, study.zero_rule).excluded]
+        truths = {t.name: run.truth(agent, t.name, condition) for t in kept}
         weights = {t.name: t.weight for t in outcomes}
         families = {t.name: t.family for t in outcomes}
         table = pd.DataFrame([r.model_dump() for r in rows])
@@ -152,6 +154,8 @@ def _true_gamma(scope: str, name: str, truths: dict, weights: dict, families: di
     if any(t is None for t in truths.values()):
         return None
     members = {"task": [name], "family": [t for t in truths if families[t] == name], "all": list(truths)}[scope]
+    if not members or any(m not in truths for m in members):
+        return None  # an excluded task (or a family of them) has no estimate to compare with
     w = np.array([weights[t] for t in members])
     p_exp = float(np.dot(w, [truths[t].p_expected for t in members]) / w.sum())
     p_obs = float(np.dot(w, [truths[t].p_observed for t in members]) / w.sum())
