@@ -517,24 +517,25 @@ def rescaled_task_resample_gammas(
     F = len(pk.families)
     live = weights > 0
     strata = [np.flatnonzero((pk.family_index == f) & live) for f in range(F)]
-    counts = np.zeros((n_boot, T), np.int64)
-    multi = [s for s in strata if s.size > 1]
-    if multi:
-        counts = _task_counts(rng, multi, n_boot, T)
     fam_w = np.zeros((T, F))
     fam_w[np.arange(T), pk.family_index] = weights
-    sums = []
-    for p, bank_p in ((p_exp, None if bank is None else bank.p_exp), (p_obs, None if bank is None else bank.p_obs)):
-        obs = p @ fam_w  # (F,)
-        star = counts @ (fam_w * p[:, None])  # (n_boot, F)
-        lam = np.array([np.sqrt(s.size / (s.size - 1)) if s.size > 1 else 0.0 for s in strata])
-        scaled = obs + lam * (star - obs)
-        for f, s in enumerate(strata):
-            if s.size == 1 and bank_p is not None:
-                scaled[:, f] = weights[s[0]] * bank_p[s[0], :n_boot]
-        both = np.column_stack([scaled, scaled.sum(1)])
-        both[both < 0] = np.nan  # rescaling pushed a sum below 0: undefined replicate
-        sums.append(both)
+    vals = np.column_stack([weights * p_exp, weights * p_obs])  # (T, 2)
+    obs = np.stack([p_exp @ fam_w, p_obs @ fam_w], axis=1)  # (F, 2) observed family sums
+    scaled = np.empty((n_boot, F, 2))
+    for f, s in enumerate(strata):
+        if s.size > 1:  # draws as in _task_counts (same rng order), summed by gathering
+            draws = s[rng.integers(0, s.size, (n_boot, s.size))]
+            lam = np.sqrt(s.size / (s.size - 1))
+            scaled[:, f, :] = obs[f] + lam * (vals[draws].sum(axis=1) - obs[f])
+        elif s.size == 1 and bank is not None:
+            t = s[0]
+            scaled[:, f, 0] = weights[t] * bank.p_exp[t, :n_boot]
+            scaled[:, f, 1] = weights[t] * bank.p_obs[t, :n_boot]
+        else:
+            scaled[:, f, :] = obs[f]
+    both = np.concatenate([scaled, scaled.sum(axis=1, keepdims=True)], axis=1)  # (n_boot, G, 2)
+    both[both < 0] = np.nan  # rescaling pushed a sum below 0: undefined replicate
+    sums = (both[..., 0], both[..., 1])
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log(sums[0]) - np.log(sums[1])
 
