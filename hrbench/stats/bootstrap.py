@@ -144,7 +144,7 @@ def column_quantiles(x: np.ndarray, probs: np.ndarray) -> np.ndarray:
 def expanded_z(level: float, df: np.ndarray | None, n_cols: int) -> np.ndarray:
     """(C, 2) normal quantiles of the interval ends; with ``df``, Student-t quantiles instead.
 
-    Hesterberg's (2015) expanded percentile interval: the bootstrap distribution of a
+    Hesterberg's (2015, arXiv:1411.5279) expanded percentile interval: the bootstrap distribution of a
     mean from n units is too narrow in small samples; reading it at
     Φ(± t_{df, 1−α/2}) instead of α/2, 1 − α/2 compensates (the √(n/(n−1)) half of
     his correction is done by the Rao–Wu rescaling). ``df ≤ 0`` or NaN: plain z.
