@@ -497,6 +497,7 @@ def rescaled_task_resample_gammas(
     seed: np.random.SeedSequence,
     weights: np.ndarray,
     bank: TrialBank | None = None,
+    zero_rule: ZeroRule = "jeffreys",
 ) -> np.ndarray:
     """One-stage task resampling with the Rao–Wu small-sample rescaling; (n_boot, G).
 
@@ -510,7 +511,9 @@ def rescaled_task_resample_gammas(
     used for expected and observed. A family with a single task carries no
     between-task information: its sum takes that task's trial-level replicate from
     ``bank`` (the two-stage scheme's value for one task), or stays fixed without a bank.
-    A rescaled sum that falls below 0 gives an undefined (NaN) replicate.
+    A rescaled sum that falls below 0 gives an undefined (NaN) replicate. Under
+    ``exclude`` a single-task family's bank replicate with an undefined log drops out
+    (0/0: NaN), as in the two-stage scheme.
     """
     rng = np.random.default_rng(seed)
     T = pk.n_tasks
@@ -529,8 +532,12 @@ def rescaled_task_resample_gammas(
             scaled[:, f, :] = obs[f] + lam * (vals[draws].sum(axis=1) - obs[f])
         elif s.size == 1 and bank is not None:
             t = s[0]
-            scaled[:, f, 0] = weights[t] * bank.p_exp[t, :n_boot]
-            scaled[:, f, 1] = weights[t] * bank.p_obs[t, :n_boot]
+            be, bo = bank.p_exp[t, :n_boot], bank.p_obs[t, :n_boot]
+            if zero_rule == "exclude":
+                keep = (be > 0) & (bo > 0)
+                be, bo = be * keep, bo * keep
+            scaled[:, f, 0] = weights[t] * be
+            scaled[:, f, 1] = weights[t] * bo
         else:
             scaled[:, f, :] = obs[f]
     both = np.concatenate([scaled, scaled.sum(axis=1, keepdims=True)], axis=1)  # (n_boot, G, 2)

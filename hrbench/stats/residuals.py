@@ -308,7 +308,7 @@ def aggregate_replicates(
         elif hierarchical == "tasks_only":
             h = task_resample_gammas(v["pe"], v["po"], pk, n_boot, hier_seed, weights)
         elif hierarchical == "tasks_rescaled":
-            h = rescaled_task_resample_gammas(v["pe"], v["po"], pk, n_boot, hier_seed, weights, b)
+            h = rescaled_task_resample_gammas(v["pe"], v["po"], pk, n_boot, hier_seed, weights, b, rule)
         else:
             raise ValueError(f"unknown hierarchical scheme {hierarchical!r}")
         hier_reps[:, cols] = h[:, cols]

@@ -75,3 +75,12 @@ def test_paired_difference_uses_the_residual_table_aggregate():
     assert diff.gamma_a == pytest.approx(residual_table(a, n_boot=200)[-1].gamma)
     assert diff.gamma_b == pytest.approx(residual_table(b, n_boot=200)[-1].gamma)
     assert diff.ci_low < diff.delta < diff.ci_high and diff.ci_method == "hierarchical-percentile"
+
+
+def test_exclude_rule_single_kept_task_gets_a_finite_trial_level_interval():
+    keep = outcomes_from_counts("a", "F", [6, 5], [12, 12], [4, 4, 4])
+    drop = outcomes_from_counts("b", "F", [0, 5], [12, 12], [6, 6, 0])  # k = 0: undefined, excluded
+    fam = [r for r in residual_table([keep, drop], zero_rule="exclude", n_boot=300) if r.scope == "family"][0]
+    assert fam.n_tasks == 1 and fam.n_excluded == 1
+    assert math.isfinite(fam.ci_low) and math.isfinite(fam.ci_high)
+    assert fam.ci_low == pytest.approx(fam.trial_ci_low) and fam.ci_high == pytest.approx(fam.trial_ci_high)
