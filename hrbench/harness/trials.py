@@ -82,6 +82,14 @@ def _end_agent(agent: Agent) -> None:
             pass
 
 
+def _teardown(terminal, agent: Agent, env) -> None:
+    """End of a trial's lifecycle, whatever happened: shell, agent, then the workspace."""
+    if terminal is not None:
+        terminal.close()
+    _end_agent(agent)
+    env.close()
+
+
 def run_checkpoint_trial(spec: TrialSpec, task: Task, agent: Agent, backend: LocalBackend,
                          protocol: CheckpointProtocol, seed: int,
                          trajectory_dir: Path | None = None) -> TrialRecord:
@@ -116,10 +124,7 @@ def run_checkpoint_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Loc
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
     finally:
-        if terminal is not None:
-            terminal.close()
-        _end_agent(agent)
-        env.close()
+        _teardown(terminal, agent, env)
     return _finish(spec, agent, outcomes, start, rollout, history, traj_root, error, protocol.history)
 
 
@@ -160,10 +165,7 @@ def run_natural_trial(spec: TrialSpec, task: Task, agent: Agent, backend: LocalB
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
     finally:
-        if terminal is not None:
-            terminal.close()
-        _end_agent(agent)
-        env.close()
+        _teardown(terminal, agent, env)
     return _finish(spec, agent, outcomes, start, rollout, history, traj_root, error, condition.history.value)
 
 
