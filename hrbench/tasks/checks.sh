@@ -176,7 +176,8 @@ expect_port() {
 }
 
 # ---------------------------------------------------------------- comparing values
-_HRB_CMP_AWK='
+# Text helpers shared by the awk programs below (prepended to each: awk has no includes).
+_HRB_AWK_LIB='
 function trim(s) { sub(/^[ \t\r\n]+/, "", s); sub(/[ \t\r\n]+$/, "", s); return s }
 function clean(s,  f, l) {
     s = trim(s)
@@ -186,6 +187,10 @@ function clean(s,  f, l) {
     }
     return s
 }
+function nk(s) { s = tolower(trim(s)); gsub(/[-_ \t]+/, "_", s); sub(/^_+/, "", s); sub(/_+$/, "", s); return s }
+'
+
+_HRB_CMP_AWK='
 function nt(s) {
     s = tolower(clean(s)); gsub(/[ \t\r\n]+/, " ", s)
     gsub(/ ?: ?/, ":", s); gsub(/ ?= ?/, "=", s)
@@ -278,7 +283,7 @@ BEGIN {
 
 expect_eq() {
     local name="$1" actual="$2" expected="$3" kind="${4:-text}" why rc
-    why="$(_HRB_A="$actual" _HRB_B="$expected" _HRB_K="$kind" awk "$_HRB_CMP_AWK" </dev/null)"
+    why="$(_HRB_A="$actual" _HRB_B="$expected" _HRB_K="$kind" awk "$_HRB_AWK_LIB$_HRB_CMP_AWK" </dev/null)"
     rc=$?
     if [ $rc -eq 0 ]; then pass "$name"
     else
@@ -456,16 +461,6 @@ else:  # table -> TSV
 '
 
 _HRB_FIELD_AWK='
-function trim(s) { sub(/^[ \t\r]+/, "", s); sub(/[ \t\r]+$/, "", s); return s }
-function clean(s,  f, l) {
-    s = trim(s)
-    if (length(s) >= 2) {
-        f = substr(s, 1, 1); l = substr(s, length(s), 1)
-        if ((f == "\"" && l == "\"") || (f == "\047" && l == "\047")) s = trim(substr(s, 2, length(s) - 2))
-    }
-    return s
-}
-function nk(s) { s = tolower(trim(s)); gsub(/[-_ \t]+/, "_", s); sub(/^_+/, "", s); sub(/_+$/, "", s); return s }
 BEGIN { K = nk(ENVIRON["_HRB_K"]); sect = "" }
 {
     line = $0; sub(/\r$/, "", line)
@@ -492,19 +487,10 @@ field() { # FILE KEY
             return $rc
         fi
     fi
-    printf '%s\n' "$content" | _HRB_K="$2" awk "$_HRB_FIELD_AWK"
+    printf '%s\n' "$content" | _HRB_K="$2" awk "$_HRB_AWK_LIB$_HRB_FIELD_AWK"
 }
 
 _HRB_TSV_AWK='
-function trim(s) { sub(/^[ \t\r]+/, "", s); sub(/[ \t\r]+$/, "", s); return s }
-function clean(s,  f, l) {
-    s = trim(s)
-    if (length(s) >= 2) {
-        f = substr(s, 1, 1); l = substr(s, length(s), 1)
-        if ((f == "\"" && l == "\"") || (f == "\047" && l == "\047")) s = trim(substr(s, 2, length(s) - 2))
-    }
-    return s
-}
 function splitcsv(line, arr,   n, i, c, cur, inq, L) {
     n = 0; cur = ""; inq = 0; L = length(line)
     for (i = 1; i <= L; i++) {
@@ -541,8 +527,6 @@ function splitcsv(line, arr,   n, i, c, cur, inq, L) {
 }'
 
 _HRB_TQ_AWK='
-function trim(s) { sub(/^[ \t\r]+/, "", s); sub(/[ \t\r]+$/, "", s); return s }
-function nk(s) { s = tolower(trim(s)); gsub(/[-_ \t]+/, "_", s); sub(/^_+/, "", s); sub(/_+$/, "", s); return s }
 function nt(s) { s = tolower(trim(s)); gsub(/[ \t]+/, " ", s); gsub(/ ?: ?/, ":", s); gsub(/ ?= ?/, "=", s); return s }
 function isnum(s) { return s ~ /^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?%?$/ }
 function spec(s, which,   p, nm, ps) {   # sets SN[which], SP[which]
@@ -593,13 +577,13 @@ _hrb_table() { # FILE -> TSV rows on stdout
             return $rc
         fi
     fi
-    printf '%s\n' "$content" | awk "$_HRB_TSV_AWK"
+    printf '%s\n' "$content" | awk "$_HRB_AWK_LIB$_HRB_TSV_AWK"
 }
 
 _hrb_tq() { # MODE FILE SPEC1 [KEYVALUE SPEC2]
     local tsv
     tsv="$(_hrb_table "$2")" || return 1
-    printf '%s\n' "$tsv" | sed '/^$/d' | _HRB_MODE="$1" _HRB_S1="$3" _HRB_KV="$4" _HRB_S2="$5" awk "$_HRB_TQ_AWK"
+    printf '%s\n' "$tsv" | sed '/^$/d' | _HRB_MODE="$1" _HRB_S1="$3" _HRB_KV="$4" _HRB_S2="$5" awk "$_HRB_AWK_LIB$_HRB_TQ_AWK"
 }
 
 column() { _hrb_tq column "$1" "$2"; }                 # FILE NAME:POS
