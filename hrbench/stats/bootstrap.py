@@ -479,7 +479,7 @@ def task_resample_gammas(
 
     The one-stage cluster bootstrap (Davison & Hinkley 1997, §3.8): the spread of
     the drawn tasks' estimates already contains their trial noise, so trials are
-    not resampled again. Offered beside the two-stage default for comparison.
+    not resampled again. Offered beside the rescaled default (`rescaled_task_resample_gammas`).
     """
     rng = np.random.default_rng(seed)
     strata = [np.flatnonzero(pk.family_index == f) for f in range(len(pk.families))]
