@@ -17,9 +17,8 @@ from hrbench.agents.factory import make_agent
 from hrbench.agents.sim import SimTruth, sim_truth
 from hrbench.envs.local import LocalBackend
 from hrbench.harness.records import TrialRecord, TrialSpec
-from hrbench.harness.trials import (
-    TrialJournal, natural_protocol, run_checkpoint_trial, run_natural_trial, run_trials,
-)
+from hrbench.harness.journal import TrialJournal, run_trials
+from hrbench.harness.trials import natural_protocol, run_checkpoint_trial, run_natural_trial
 from hrbench.preregistration import Preregistration, freeze
 from hrbench.protocol import LoadedStudy, SimAgentSpec, StudyError, load_study
 from hrbench.tasks.audit import StageAudit, audit_task

@@ -10,7 +10,8 @@ from hrbench.agents.config import LLMAgentSpec
 from hrbench.agents.llm import LLMAgent
 from hrbench.envs.local import LocalBackend
 from hrbench.harness.records import ExitReason, TrialSpec
-from hrbench.harness.trials import TrialJournal, run_checkpoint_trial, run_trials
+from hrbench.harness.journal import TrialJournal, run_trials
+from hrbench.harness.trials import run_checkpoint_trial
 from hrbench.protocol import Budget, CheckpointProtocol
 from hrbench.tasks.loader import load_task
 from tests.agents.scripted_server import ScriptedServer, reply

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from hrbench.harness.records import TrialRecord, TrialSpec
-from hrbench.harness.trials import TrialJournal, run_trials
+from hrbench.harness.journal import TrialJournal, run_trials
 
 
 def _spec(i: int) -> TrialSpec:
