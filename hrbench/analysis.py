@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from hrbench.stats import (
-    QuadrantThresholds, TaskOutcomes, estimate_task, residual_table, smoothed_proportion, wilson_interval,
+    TaskOutcomes, estimate_task, residual_table, smoothed_proportion, wilson_interval,
 )
 from hrbench.study_run import StudyRun
 
@@ -129,7 +129,7 @@ def horizon_residuals(run: StudyRun, agent: str, checkpoint: pd.DataFrame, natur
         rows = residual_table(
             outcomes, zero_rule=study.zero_rule, n_boot=study.bootstrap.n_boot, seed=study.bootstrap.seed,
             level=study.bootstrap.level,
-            quadrant_thresholds=QuadrantThresholds(high=study.quadrant.high, low=study.quadrant.low),
+            quadrant_thresholds=study.quadrant,
         )
         # Truth of the same estimand: over the tasks the estimate kept (the `exclude` rule drops some).
         kept = [t for t in outcomes if not estimate_task(t, study.zero_rule).excluded]

@@ -180,7 +180,8 @@ def tasks_audit(paths: list[Path] = typer.Argument(None, help="task package dire
 @agents_app.command("check")
 def agents_check(config: Path = typer.Argument(..., help="agent config file, e.g. agents/<id>.yaml")) -> None:
     """Validate an agent config (llm or command) and ping its endpoint or program. Exit 1 on any problem."""
-    from hrbench.agents.config import AgentCheckError, AgentConfigError, check_agent, load_agent_config
+    from hrbench.agents.check import AgentCheckError, check_agent
+    from hrbench.agents.config import AgentConfigError, load_agent_config
 
     try:
         spec = load_agent_config(config)

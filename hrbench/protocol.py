@@ -11,13 +11,15 @@ import hashlib
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hrbench.config_files import describe_validation_error, read_yaml_mapping
 
-from hrbench.agents.config import CommandAgentSpec, LLMAgentSpec
+from hrbench.agents.specs import AgentSpec, SimAgentSpec
+from hrbench.stats.data import ZeroRule
+from hrbench.stats.residuals import QuadrantThresholds
 
 BUILTIN_REGISTRY = Path(__file__).resolve().parent.parent / "task_registry"
 
@@ -105,45 +107,6 @@ CONDITIONS: dict[str, Condition] = {
 }
 
 
-AGENT_ID = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", description="partition key of the agent: lower case, digits, . _ -")
-
-
-class SimParams(Frozen):
-    """Declared behaviour of a simulated agent (DESIGN §5); its truth is computable."""
-
-    skill: float = Field(0.9, gt=0, le=1, description="base per-stage success probability")
-    skill_spread: float = Field(
-        0.0, ge=0, lt=1, description="per-task skill lowered by spread*u_task, u_task in [0,1) from the task name"
-    )
-    context_rot: float = Field(0.0, ge=0, description="lambda: success x exp(-lambda*h), h = visible stage boundaries")
-    defect_rate: float = Field(0.0, ge=0, le=1, description="chance a passed stage leaves a latent defect")
-    defect_penalty: float = Field(0.0, ge=0, description="kappa: success x exp(-kappa*defects present)")
-    compaction_retention: float = Field(
-        0.3, ge=0, le=1, description="share of earlier boundaries still felt after compaction"
-    )
-
-
-class OracleAgentSpec(Frozen):
-    id: str = AGENT_ID
-    kind: Literal["oracle"]
-
-
-class NopAgentSpec(Frozen):
-    id: str = AGENT_ID
-    kind: Literal["nop"]
-
-
-class SimAgentSpec(Frozen):
-    id: str = AGENT_ID
-    kind: Literal["sim"]
-    sim: SimParams = SimParams()
-
-
-AgentSpec = Annotated[
-    Union[OracleAgentSpec, NopAgentSpec, SimAgentSpec, LLMAgentSpec, CommandAgentSpec], Field(discriminator="kind")
-]
-
-
 class TaskSelection(Frozen):
     """Which task packages the study uses."""
 
@@ -169,17 +132,6 @@ class BootstrapSettings(Frozen):
     level: float = Field(0.95, gt=0.5, lt=1)
 
 
-class QuadrantThresholds(Frozen):
-    high: float = Field(0.5, gt=0, lt=1, description="a rate at or above this is 'high'")
-    low: float = Field(0.2, gt=0, lt=1, description="a rate at or below this is 'low'")
-
-    @model_validator(mode="after")
-    def _ordered(self) -> "QuadrantThresholds":
-        if self.low >= self.high:
-            raise ValueError("quadrant.low must be below quadrant.high")
-        return self
-
-
 class Study(Frozen):
     """A pre-registered study: everything declared before any trial runs."""
 
@@ -192,7 +144,7 @@ class Study(Frozen):
     checkpoint: CheckpointProtocol = CheckpointProtocol()
     baseline_model: Literal["product"] = "product"
     trials: Trials = Trials()
-    zero_rule: Literal["jeffreys", "haldane", "bound", "exclude"] = "jeffreys"
+    zero_rule: ZeroRule = "jeffreys"
     bootstrap: BootstrapSettings = BootstrapSettings()
     quadrant: QuadrantThresholds = QuadrantThresholds()
     seed: int = Field(0, description="seeds every agent's randomness (with the trial key)")

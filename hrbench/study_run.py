@@ -20,7 +20,8 @@ from hrbench.harness.records import TrialRecord, TrialSpec
 from hrbench.harness.journal import TrialJournal, run_trials
 from hrbench.harness.trials import natural_protocol, run_checkpoint_trial, run_natural_trial
 from hrbench.preregistration import Preregistration, freeze
-from hrbench.protocol import LoadedStudy, SimAgentSpec, StudyError, load_study
+from hrbench.agents.specs import SimAgentSpec
+from hrbench.protocol import LoadedStudy, StudyError, load_study
 from hrbench.tasks.audit import StageAudit, audit_task
 from hrbench.tasks.loader import load_registry
 from hrbench.tasks.model import Task

@@ -12,7 +12,8 @@ from hrbench.agents.sim import SimAgent, sim_truth, task_skill
 from hrbench.envs.local import LocalBackend
 from hrbench.harness.records import TrialSpec
 from hrbench.harness.trials import run_checkpoint_trial, run_natural_trial
-from hrbench.protocol import CONDITIONS, CheckpointProtocol, SimParams
+from hrbench.agents.specs import SimParams
+from hrbench.protocol import CONDITIONS, CheckpointProtocol
 from hrbench.tasks.loader import load_task
 from tests.conftest import TINY_TASK
 

@@ -28,6 +28,8 @@ class Action(BaseModel):
     plan: str = ""
     commands: list[Command] = []
     task_complete: bool = False
+    raw: str | None = Field(None, description="the reply as the agent wrote it (shown back in history)")
+    parse_error: str | None = Field(None, description="why the reply is not an action; fed back to the agent")
 
 
 class Observation(BaseModel):
@@ -64,10 +66,22 @@ class Usage(BaseModel):
     cost_usd: float = 0.0
 
 
+class ContextLengthExceeded(RuntimeError):
+    """Raised by an agent whose endpoint rejected the prompt as too long for its context."""
+
+
 class Agent(ABC):
-    """An agent configuration under test. One instance serves one trial at a time."""
+    """An agent configuration under test. One instance serves one trial at a time.
+
+    Capabilities are declared here, with the defaults of an agent that has none of them; the
+    harness reads them and never probes for optional attributes.
+    """
 
     name: str = "agent"
+    model_name: str | None = None  # the model behind the agent, for trajectories
+    uses_shell: bool = False  # types into one persistent shell (else each command runs on its own)
+    ask_confirmation: bool = False  # terminus-2 asks once, in the last stage, before grading
+    writes_summaries: bool = False  # `summarize` writes the compaction summary (else the harness extracts one)
 
     @abstractmethod
     def begin_trial(self, context: TrialContext) -> None:
@@ -80,3 +94,14 @@ class Agent(ABC):
     def usage(self) -> Usage:
         """Tokens and cost spent so far in this trial."""
         return Usage()
+
+    def near_context_limit(self) -> bool:
+        """True when the next prompt would nearly fill the context (`compact` history compacts first)."""
+        return False
+
+    def summarize(self, messages: list[Message]) -> str:
+        """The compaction summary of `messages`, for agents with `writes_summaries`."""
+        raise NotImplementedError(f"{type(self).__name__} does not write summaries (writes_summaries is False)")
+
+    def end_trial(self) -> None:
+        """Release per-trial resources (a process, a connection); called once, whatever happened."""

@@ -28,7 +28,7 @@ import threading
 
 from hrbench.agents.base import Action, Agent, Observation, TrialContext, Usage
 from hrbench.agents.config import CommandAgentSpec
-from hrbench.agents.llm import ParsedAction, parse_reply
+from hrbench.agents.replies import ParsedAction, parse_reply
 
 
 class CommandAgentError(RuntimeError):

@@ -5,8 +5,9 @@ from __future__ import annotations
 from hrbench.agents.base import Agent
 from hrbench.agents.oracle import NopAgent, OracleAgent
 from hrbench.agents.sim import SimAgent
-from hrbench.agents.config import CommandAgentSpec, LLMAgentSpec
-from hrbench.protocol import AgentSpec, NopAgentSpec, OracleAgentSpec, SimAgentSpec
+from hrbench.agents.specs import (
+    AgentSpec, CommandAgentSpec, LLMAgentSpec, NopAgentSpec, OracleAgentSpec, SimAgentSpec,
+)
 
 
 def make_agent(spec: AgentSpec) -> Agent:

@@ -1,12 +1,7 @@
 """The `llm` agent: any OpenAI-compatible chat endpoint through the `openai` SDK.
 
-Replies are terminus-style JSON:
-
-    {"analysis": "...", "plan": "...",
-     "commands": [{"keystrokes": "ls -la\\n", "duration": 0.5}], "task_complete": false}
-
-A reply that does not parse comes back to the harness as an action with `parse_error` set; the
-harness feeds the error back to the model and counts it. Transient endpoint errors (429, 5xx,
+Replies are terminus-style JSON, parsed by `agents/replies.py`; a reply that does not parse
+comes back to the harness as an action with `parse_error` set. Transient endpoint errors (429, 5xx,
 connection errors, timeouts) are retried with exponential backoff; a context-length error is
 raised as `ContextLengthExceeded` so the harness can compact the history and try again. Tokens
 come from the endpoint's `usage`; cost from the configured price table.
@@ -14,15 +9,13 @@ come from the endpoint's `usage`; cost from the configured price table.
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import re
 import time
 
-from hrbench.agents.base import Action, Agent, Command, Message, Observation, TrialContext, Usage
-from hrbench.agents.config import LLMAgentSpec
-from hrbench.harness.loop import ContextLengthExceeded
+from hrbench.agents.base import Action, Agent, ContextLengthExceeded, Message, Observation, TrialContext, Usage
+from hrbench.agents.replies import parse_reply
+from hrbench.agents.specs import LLMAgentSpec
 
 SYSTEM_PROMPT = """You are an AI assistant tasked with solving command-line tasks in a Linux environment. \
 You will be given a task description and the output from previously executed commands. Your goal is to \
@@ -70,57 +63,6 @@ class LLMRequestError(RuntimeError):
     """The endpoint failed every attempt (after retries): recorded as `harness_error`."""
 
 
-class ParsedAction(Action):
-    """An action with the model's raw reply (shown back in history) and the parse error, if any."""
-
-    raw: str = ""
-    parse_error: str | None = None
-
-
-def parse_reply(text: str) -> ParsedAction:
-    """Parse a terminus-style JSON reply; never raises (errors go into `parse_error`)."""
-
-    def bad(message: str) -> ParsedAction:
-        return ParsedAction(raw=text, parse_error=message)
-
-    if not text or not text.strip():
-        return bad("The response was empty. Respond with a JSON object.")
-    body = re.sub(r"^\s*```(?:json)?\s*|\s*```\s*$", "", text.strip())
-    start = body.find("{")
-    if start == -1:
-        return bad("No valid JSON found in response. Respond with one JSON object.")
-    try:
-        data, _ = json.JSONDecoder().raw_decode(body[start:])
-    except json.JSONDecodeError as exc:
-        return bad(f"Invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
-    if not isinstance(data, dict):
-        return bad("The JSON must be an object with analysis, plan, commands and task_complete.")
-    complete = data.get("task_complete", False)
-    if isinstance(complete, str):
-        complete = complete.strip().lower() == "true"
-    if not isinstance(complete, bool):
-        return bad("Field 'task_complete' must be true or false.")
-    raw_commands = data.get("commands")
-    if raw_commands is None:
-        if not complete:
-            return bad("Missing required field: commands (an array, possibly empty).")
-        raw_commands = []
-    if not isinstance(raw_commands, list):
-        return bad("Field 'commands' must be an array of objects with 'keystrokes' and 'duration'.")
-    commands = []
-    for i, item in enumerate(raw_commands):
-        if not isinstance(item, dict) or not isinstance(item.get("keystrokes"), str):
-            return bad(f"Command {i + 1} must be an object with a string field 'keystrokes'.")
-        duration = item.get("duration", 1.0)
-        if isinstance(duration, bool) or not isinstance(duration, (int, float)):
-            return bad(f"Command {i + 1}: 'duration' must be a number of seconds.")
-        commands.append(Command(keystrokes=item["keystrokes"], duration=max(0.0, min(float(duration), 60.0))))
-    return ParsedAction(
-        raw=text, analysis=str(data.get("analysis", "")), plan=str(data.get("plan", "")),
-        commands=commands, task_complete=complete,
-    )
-
-
 def is_context_error(exc: Exception) -> bool:
     text = f"{getattr(exc, 'code', '') or ''} {exc}".lower()
     return any(marker in text for marker in _CONTEXT_MARKERS)
@@ -131,6 +73,7 @@ class LLMAgent(Agent):
 
     uses_shell = True  # types into a persistent shell
     ask_confirmation = True  # terminus-2 asks once, in the last stage only
+    writes_summaries = True  # compaction summaries come from this model
 
     def __init__(self, spec: LLMAgentSpec, sleep=time.sleep):
         import openai  # the real-agent dependency is imported only when an llm agent is built

@@ -24,7 +24,8 @@ from pydantic import BaseModel
 
 from hrbench.agents.base import Action, Agent, Command, Observation, TrialContext
 from hrbench.harness.history import canonical_policy, summary_covers
-from hrbench.protocol import CheckpointProtocol, Condition, SimParams, StatePolicy
+from hrbench.agents.specs import SimParams
+from hrbench.protocol import CheckpointProtocol, Condition, StatePolicy
 from hrbench.tasks.model import Task
 
 DEFECT_FILE = ".hrbench-sim-defects"

@@ -16,7 +16,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from hrbench.agents.base import Action, Agent, Message, Observation, TrialContext, Usage
+from hrbench.agents.base import Action, Agent, ContextLengthExceeded, Message, Observation, TrialContext, Usage
 from hrbench.envs.base import Environment
 from hrbench.harness.history import History
 from hrbench.harness.records import ExitReason, StageOutcome, TrialRecord, TrialSpec
@@ -35,10 +35,6 @@ PARSE_ERROR_PROMPT = (
     "Please fix these issues and provide a proper JSON response."
 )
 NO_COMMANDS = "[no commands were run]"
-
-
-class ContextLengthExceeded(RuntimeError):
-    """Raised by an agent whose endpoint rejected the prompt as too long for its context."""
 
 
 @dataclass
@@ -130,7 +126,7 @@ def run_stage(env: Environment, agent: Agent, task: Task, stage: Stage, history:
     rollout = rollout or Rollout(budget=budget, n_parts=task.n_stages)
     recorder = rollout.recorder
     last_stage = stage.index == task.n_stages - 1 if last_stage is None else last_stage
-    confirm = bool(getattr(agent, "ask_confirmation", False)) and last_stage
+    confirm = agent.ask_confirmation and last_stage
 
     start = time.monotonic()
     agent_s = 0.0
@@ -171,7 +167,7 @@ def run_stage(env: Environment, agent: Agent, task: Task, stage: Stage, history:
             break
         t0 = time.monotonic()
         try:
-            if history.policy == "compact" and getattr(agent, "near_context_limit", lambda: False)():
+            if history.policy == "compact" and agent.near_context_limit():
                 compact("context nearly full")
             action = None
             for attempt in range(2):
@@ -198,8 +194,7 @@ def run_stage(env: Environment, agent: Agent, task: Task, stage: Stage, history:
         turns += 1
         rollout.turns += 1
         after = _usage(agent)
-        raw = getattr(action, "raw", None)
-        parse_error = getattr(action, "parse_error", None)
+        raw, parse_error = action.raw, action.parse_error
         history.add(Message(role="assistant", content=raw if raw is not None else _describe(action),
                             stage_index=stage.index))
 
@@ -238,7 +233,7 @@ def run_stage(env: Environment, agent: Agent, task: Task, stage: Stage, history:
             recorder.agent_turn(raw if raw is not None else _describe(action),
                                 [c.model_dump() for c in action.commands], reply, stage.index, turns,
                                 after.tokens_in - now.tokens_in, after.tokens_out - now.tokens_out,
-                                after.cost_usd - now.cost_usd, model_name=getattr(agent, "model_name", None))
+                                after.cost_usd - now.cost_usd, model_name=agent.model_name)
         if done:  # the output of the completing turn is in the trajectory; the next part's prompt follows
             break
         history.add(Message(role="user", content=reply, stage_index=stage.index))

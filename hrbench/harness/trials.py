@@ -28,13 +28,11 @@ def default_trajectory_dir(backend: LocalBackend) -> Path:
 
 
 def _history_for(policy: str, agent: Agent) -> History:
-    summarize = getattr(agent, "summarize", None)
-    return History(policy, summarizer=summarize) if callable(summarize) else History(policy)
+    return History(policy, summarizer=agent.summarize) if agent.writes_summaries else History(policy)
 
 
 def _recorder(spec: TrialSpec, agent: Agent) -> TrajectoryRecorder:
-    return TrajectoryRecorder(spec.key, getattr(agent, "name", type(agent).__name__),
-                              getattr(agent, "model_name", None), {"agent_id": spec.agent})
+    return TrajectoryRecorder(spec.key, agent.name, agent.model_name, {"agent_id": spec.agent})
 
 
 def _finish(spec: TrialSpec, agent: Agent, outcomes: list[StageOutcome], start: float, rollout: Rollout,
@@ -67,12 +65,10 @@ def _finish(spec: TrialSpec, agent: Agent, outcomes: list[StageOutcome], start: 
 
 
 def _end_agent(agent: Agent) -> None:
-    end = getattr(agent, "end_trial", None)
-    if callable(end):
-        try:
-            end()
-        except Exception:
-            pass
+    try:
+        agent.end_trial()
+    except Exception:  # a failing cleanup must not replace the trial's own outcome
+        pass
 
 
 def _teardown(terminal, agent: Agent, env) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from scipy import stats
 
 from hrbench.stats.bootstrap import (
@@ -55,17 +55,17 @@ ALL_SCOPES: tuple[Scope, ...] = ("task", "family", "all")
 
 
 class QuadrantThresholds(BaseModel):
-    """Declared thresholds on P_expected / P_observed for the paper's §3.4 reading."""
+    """Declared thresholds on P_expected / P_observed for the paper's §3.4 reading (the study's `quadrant`)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    high: float = 0.5
-    low: float = 0.2
+    high: float = Field(0.5, gt=0, lt=1, description="a rate at or above this is 'high'")
+    low: float = Field(0.2, gt=0, lt=1, description="a rate at or below this is 'low'")
 
     @model_validator(mode="after")
     def _ordered(self) -> "QuadrantThresholds":
-        if not 0 <= self.low <= self.high <= 1:
-            raise ValueError(f"quadrant thresholds need 0 <= low <= high <= 1, got low={self.low}, high={self.high}")
+        if self.low >= self.high:
+            raise ValueError(f"quadrant.low must be below quadrant.high, got low={self.low}, high={self.high}")
         return self
 
 

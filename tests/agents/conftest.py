@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hrbench.agents.config import LLMAgentSpec, Prices
+from hrbench.agents.specs import LLMAgentSpec, Prices
 from hrbench.envs.local import LocalBackend
 from hrbench.tasks.loader import load_task
 from tests.agents.scripted_server import ScriptedServer

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from hrbench.agents.command import CommandAgent
-from hrbench.agents.config import CommandAgentSpec
+from hrbench.agents.specs import CommandAgentSpec
 from hrbench.harness.trials import run_checkpoint_trial, run_natural_trial
 from hrbench.protocol import CONDITIONS, CheckpointProtocol
 from hrbench.harness.trajectory import read_trajectory

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from hrbench.agents.llm import SUMMARY_PROMPT, parse_reply
+from hrbench.agents.llm import SUMMARY_PROMPT
+from hrbench.agents.replies import parse_reply
 from hrbench.harness.loop import CONFIRM_PROMPT
 from hrbench.protocol import Budget
 from hrbench.harness.trajectory import read_trajectory

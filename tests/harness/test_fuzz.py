@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import typing
 
-from hrbench.agents.config import LLMAgentSpec
+from hrbench.agents.specs import LLMAgentSpec
 from hrbench.agents.llm import LLMAgent
 from hrbench.envs.local import LocalBackend
 from hrbench.harness.records import ExitReason, TrialSpec

@@ -12,7 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hrbench.agents.config import LLMAgentSpec, check_agent
+from hrbench.agents.check import check_agent
+from hrbench.agents.specs import LLMAgentSpec
 from hrbench.harness.trajectory import read_trajectory
 from tests.conftest import FIXTURES
 

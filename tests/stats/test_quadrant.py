@@ -25,5 +25,5 @@ def test_quadrant_labels_follow_declared_thresholds(p_exp, p_obs, label):
 
 
 def test_thresholds_must_be_ordered():
-    with pytest.raises(ValidationError, match="low <= high"):
+    with pytest.raises(ValidationError, match="quadrant.low must be below quadrant.high"):
         QuadrantThresholds(high=0.2, low=0.5)
