@@ -57,7 +57,7 @@ def build_study_checks(agent_task: MultiPartitionsDefinition) -> list[AssetCheck
     def stage_estimates_complete(context: AssetCheckExecutionContext, study: StudyResource,
                                  stage_estimates: pd.DataFrame) -> AssetCheckResult:
         run = study.run()
-        wanted = {(c, t.name, s.name) for c in run.study.conditions for t in run.tasks for s in t.stages}
+        wanted = {(c, t.name, s.name) for c in run.study.conditions for t in run.design.tasks for s in t.stages}
         got = set(zip(stage_estimates["condition"], stage_estimates["task"], stage_estimates["stage"]))
         missing = sorted(wanted - got)
         probabilities = stage_estimates[["q_hat", "q_ci_low", "q_ci_high"]].to_numpy()
@@ -79,7 +79,7 @@ def _count_check(context: AssetCheckExecutionContext, study: StudyResource, tria
                  kind: str) -> AssetCheckResult:
     run = study.run()
     keys = context.partition_key.keys_by_dimension  # type: ignore[attr-defined]
-    specs = (run.checkpoint_specs if kind == "checkpoint" else run.natural_specs)(keys["agent"], keys["task"])
+    specs = (run.runner.checkpoint_specs if kind == "checkpoint" else run.runner.natural_specs)(keys["agent"], keys["task"])
     expected = {s.key for s in specs}
     got = list(trials["trial_key"]) if len(trials) else []
     stamped = bool(len(trials)) and bool((trials["prereg_sha256"] == run.prereg_sha256).all())

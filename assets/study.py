@@ -1,6 +1,6 @@
 """The asset graph of one study (DESIGN §8), for the product baseline.
 
-Assets are thin: each calls the core (`StudyRun`, `hrbench.analysis`) and returns a
+Assets are thin: each calls the core (`StudyRun`: design, stores, runner; `hrbench.analysis`) and returns a
 table with metadata. Run assets are partitioned agent x task; aggregates by agent.
 """
 
@@ -12,6 +12,7 @@ from dagster import (
 )
 
 from hrbench import analysis
+from hrbench.harness.records import records_table
 from hrbench.protocol import StudyError
 from hrbench.report.html import write_report
 from hrbench.report.summary import write_summary
@@ -38,15 +39,15 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
     def task_catalog(study: StudyResource) -> Output[pd.DataFrame]:
         """Every stage of every task in the study: family, structure, dependencies, work W, depth H_dep."""
         run = study.run()
-        frame = run.catalog()
-        return Output(frame, metadata=_meta(run, frame, tasks=len(run.tasks)))
+        frame = run.design.catalog()
+        return Output(frame, metadata=_meta(run, frame, tasks=len(run.design.tasks)))
 
     @asset(deps=[task_catalog])
     def verifier_audit(study: StudyResource) -> Output[pd.DataFrame]:
         """Reference = 1, nothing = 0, key step removed = stage fails, for every stage; fails the run otherwise."""
         run = study.run()
-        rows = run.audit()
-        frame = run.stamp(pd.DataFrame([r.model_dump() for r in rows]))
+        rows = run.runner.audit()
+        frame = run.design.stamp(pd.DataFrame([r.model_dump() for r in rows]))
         bad = [r for r in rows if not r.ok]
         if bad:
             lines = "\n".join(f"  {r.task}/{r.stage}: {r.problem}" for r in bad)
@@ -70,7 +71,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
         """m_i trials of each stage from its declared checkpoint e_{i-1}, one row per trial."""
         run = study.run()
         agent, task = _agent_task(context)
-        frame = run.records_table(run.run_checkpoint_trials(agent, task))
+        frame = records_table(run.runner.run_checkpoint_trials(agent, task))
         return Output(frame, metadata=_meta(run, frame, passed=int(frame["passed"].sum()),
                                             harness_errors=analysis.harness_errors(frame)))
 
@@ -79,7 +80,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
                         checkpoint_trials: pd.DataFrame) -> Output[pd.DataFrame]:
         """q̂_i with Wilson intervals per task and stage."""
         run = study.run()
-        frame = analysis.stage_estimates(run, context.partition_key, checkpoint_trials)
+        frame = analysis.stage_estimates(run.design, context.partition_key, checkpoint_trials)
         return Output(frame, metadata=_meta(run, frame))
 
     @asset(partitions_def=AGENTS)
@@ -87,7 +88,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
                          stage_estimates: pd.DataFrame) -> Output[pd.DataFrame]:
         """P_expected per task: the pre-registered prediction, fixed before any natural rollout."""
         run = study.run()
-        frame = analysis.expected_success(run, context.partition_key, stage_estimates)
+        frame = analysis.expected_success(run.design, context.partition_key, stage_estimates)
         return Output(frame, metadata=_meta(run, frame, mean_p_expected=float(frame["p_expected"].mean())))
 
     @asset(partitions_def=agent_task, deps=[AssetDep(expected_success, partition_mapping=BY_AGENT)])
@@ -103,9 +104,9 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
         if expected is None:
             context.log.error(f"no expected_success for agent {agent!r} under this pre-registration: "
                               "no natural rollout was run")
-            frame = run.records_table([])
+            frame = records_table([])
             return Output(frame, metadata=_meta(run, frame, refused="expected_success missing"))
-        frame = run.records_table(run.run_natural_trials(agent, task))
+        frame = records_table(run.runner.run_natural_trials(agent, task))
         return Output(frame, metadata=_meta(run, frame, passed=int(frame["passed"].sum()),
                                             harness_errors=analysis.harness_errors(frame),
                                             expected_success_timestamp=expected.timestamp))
@@ -118,7 +119,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
                          natural_trials: pd.DataFrame) -> Output[pd.DataFrame]:
         """r̂_i per stage and P̂_observed per task from the natural rollouts."""
         run = study.run()
-        frame = analysis.observed_success(run, context.partition_key, checkpoint_trials, natural_trials)
+        frame = analysis.observed_success(run.design, context.partition_key, checkpoint_trials, natural_trials)
         return Output(frame, metadata=_meta(run, frame))
 
     @asset(partitions_def=AGENTS, ins={
@@ -129,7 +130,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
                           natural_trials: pd.DataFrame) -> Output[pd.DataFrame]:
         """Γ_H = ln(P_expected / P_observed) per task, family and overall, with bootstrap intervals."""
         run = study.run()
-        frame = analysis.horizon_residuals(run, context.partition_key, checkpoint_trials, natural_trials)
+        frame = analysis.horizon_residuals(run.design, context.partition_key, checkpoint_trials, natural_trials)
         overall = frame[(frame["scope"] == "all") & (frame["condition"] == "baseline")].iloc[0]
         return Output(frame, metadata=_meta(run, frame, gamma_all=float(overall["gamma"]),
                                             ci_low=float(overall["ci_low"]), ci_high=float(overall["ci_high"])))
@@ -138,9 +139,9 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
     def study_report(study: StudyResource, horizon_residuals: pd.DataFrame) -> MaterializeResult:
         """The HTML report and summary.json: residual table, forest plot, lineage to the pre-registration."""
         run = study.run()
-        residuals = analysis.current_residuals(run, horizon_residuals)
-        summary = write_summary(run, residuals, run.out_dir / "summary.json")
-        report = write_report(run, residuals, run.out_dir / "report.html")
+        residuals = analysis.current_residuals(run.design, horizon_residuals)
+        summary = write_summary(run.design, residuals, run.stores.summary_path)
+        report = write_report(run.design, residuals, run.stores.report_path)
         return MaterializeResult(metadata={
             "prereg_sha256": run.prereg_sha256, "report": str(report), "summary": str(summary),
             "rows": len(residuals),

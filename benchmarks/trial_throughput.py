@@ -36,14 +36,14 @@ def measure(trials: int, workers: int) -> dict:
         path = Path(tmp) / "study.yaml"
         path.write_text(yaml.safe_dump(study))
         run = StudyRun.from_file(path, Path(tmp) / "out", progress=False)
-        for task in run.tasks:  # snapshots are built once per study; keep them out of the rate
+        for task in run.design.tasks:  # snapshots are built once per study; keep them out of the rate
             for i in range(task.n_stages):
-                run.backend.checkpoint_state(task, i)
+                run.runner.backend.checkpoint_state(task, i)
         start = time.perf_counter()
         records = []
-        for task in run.tasks:
-            records += run.run_checkpoint_trials("sim", task.name)
-            records += run.run_natural_trials("sim", task.name)
+        for task in run.design.tasks:
+            records += run.runner.run_checkpoint_trials("sim", task.name)
+            records += run.runner.run_natural_trials("sim", task.name)
         wall = time.perf_counter() - start
     stage_runs = [o for r in records for o in json.loads(r.stage_outcomes_json)]
     inside = sum(o["wall_s"] for o in stage_runs)

@@ -18,24 +18,24 @@ import pandas as pd
 from hrbench.stats import (
     TaskOutcomes, estimate_task, residual_table, smoothed_proportion, wilson_interval,
 )
-from hrbench.study_run import StudyRun
+from hrbench.design import StudyDesign
 
 
 class MissingTrials(ValueError):
     """Trials this pre-registration needs are not in the tables (says which to materialize)."""
 
 
-def _checkpoint_passes(run: StudyRun, checkpoint: pd.DataFrame, condition: str, task: str) -> tuple[np.ndarray, ...]:
+def _checkpoint_passes(design: StudyDesign, checkpoint: pd.DataFrame, condition: str, task: str) -> tuple[np.ndarray, ...]:
     """0/1 outcomes per stage of this study version's checkpoint trials, stages in path order."""
-    phash = run.study.checkpoint_protocol(condition).protocol_hash()
-    rows = _valid(checkpoint[(checkpoint["prereg_sha256"] == run.prereg_sha256) & (checkpoint["protocol"] == phash)
+    phash = design.study.checkpoint_protocol(condition).protocol_hash()
+    rows = _valid(checkpoint[(checkpoint["prereg_sha256"] == design.prereg_sha256) & (checkpoint["protocol"] == phash)
                              & (checkpoint["task"] == task)])
-    stages = run.task(task).stages
+    stages = design.task(task).stages
     passes = tuple(rows[rows["stage"] == s.name].sort_values("trial_index")["passed"].to_numpy(dtype=np.int64)
                    for s in stages)
     missing = [s.name for s, p in zip(stages, passes) if p.size == 0]
     if missing:
-        raise MissingTrials(f"no valid checkpoint trials of pre-registration {run.prereg_sha256[:12]} (protocol "
+        raise MissingTrials(f"no valid checkpoint trials of pre-registration {design.prereg_sha256[:12]} (protocol "
                             f"{phash}) for task {task!r}, stages {missing}: materialize checkpoint_trials for that "
                             "partition (trials that ended in harness_error are retried on the next run)")
     return passes
@@ -50,64 +50,64 @@ def harness_errors(trials: pd.DataFrame) -> int:
     return int((trials["exit_reason"] == "harness_error").sum()) if len(trials) else 0
 
 
-def task_outcomes(run: StudyRun, checkpoint: pd.DataFrame, natural: pd.DataFrame, condition: str) -> list[TaskOutcomes]:
+def task_outcomes(design: StudyDesign, checkpoint: pd.DataFrame, natural: pd.DataFrame, condition: str) -> list[TaskOutcomes]:
     """Per-task trial outcomes of one agent under one condition, stages in path order."""
-    nat = _valid(natural[(natural["prereg_sha256"] == run.prereg_sha256) & (natural["condition"] == condition)])
+    nat = _valid(natural[(natural["prereg_sha256"] == design.prereg_sha256) & (natural["condition"] == condition)])
     outcomes = []
-    for task in run.tasks:
+    for task in design.tasks:
         t_nat = nat[nat["task"] == task.name]
         if t_nat.empty:
-            raise MissingTrials(f"no valid natural trials of pre-registration {run.prereg_sha256[:12]} for task "
+            raise MissingTrials(f"no valid natural trials of pre-registration {design.prereg_sha256[:12]} for task "
                                 f"{task.name!r} ({condition}): materialize natural_trials for that partition")
-        passes = _checkpoint_passes(run, checkpoint, condition, task.name)
+        passes = _checkpoint_passes(design, checkpoint, condition, task.name)
         outcomes.append(TaskOutcomes(
-            name=task.name, family=task.family, weight=run.weight(task.name), checkpoint_passes=passes,
+            name=task.name, family=task.family, weight=design.weight(task.name), checkpoint_passes=passes,
             natural_depths=t_nat.sort_values("trial_index")["stages_passed"].to_numpy(dtype=np.int64),
         ))
     return outcomes
 
 
-def stage_estimates(run: StudyRun, agent: str, checkpoint: pd.DataFrame) -> pd.DataFrame:
+def stage_estimates(design: StudyDesign, agent: str, checkpoint: pd.DataFrame) -> pd.DataFrame:
     """q̂_i with Wilson intervals per condition, task and stage (checkpoint trials only)."""
     rows = []
-    for condition in run.study.conditions:
-        phash = run.study.checkpoint_protocol(condition).protocol_hash()
-        for task in run.tasks:
-            truth = run.truth(agent, task.name, condition)
-            for s, passes in zip(task.stages, _checkpoint_passes(run, checkpoint, condition, task.name)):
+    for condition in design.study.conditions:
+        phash = design.study.checkpoint_protocol(condition).protocol_hash()
+        for task in design.tasks:
+            truth = design.truth(agent, task.name, condition)
+            for s, passes in zip(task.stages, _checkpoint_passes(design, checkpoint, condition, task.name)):
                 k, m = int(passes.sum()), int(passes.size)
-                low, high = wilson_interval(k, m, run.study.bootstrap.level)
+                low, high = wilson_interval(k, m, design.study.bootstrap.level)
                 rows.append({
                     "agent": agent, "condition": condition, "protocol": phash, "task": task.name,
                     "family": task.family, "stage": s.name, "stage_index": s.index, "k": k, "m": m,
-                    "q_hat": smoothed_proportion(k, m, run.study.zero_rule), "q_ci_low": low, "q_ci_high": high,
+                    "q_hat": smoothed_proportion(k, m, design.study.zero_rule), "q_ci_low": low, "q_ci_high": high,
                     "true_q": truth.q[s.index] if truth else None,
                 })
-    return run.stamp(pd.DataFrame(rows))
+    return design.stamp(pd.DataFrame(rows))
 
 
-def expected_success(run: StudyRun, agent: str, estimates: pd.DataFrame) -> pd.DataFrame:
+def expected_success(design: StudyDesign, agent: str, estimates: pd.DataFrame) -> pd.DataFrame:
     """P_expected per condition and task: the product of the stage estimates along the path."""
     rows = []
     for (condition, task), group in estimates.groupby(["condition", "task"], sort=False):
-        truth = run.truth(agent, task, condition)
+        truth = design.truth(agent, task, condition)
         rows.append({
             "agent": agent, "condition": condition, "task": task, "family": group["family"].iloc[0],
-            "weight": run.weight(task), "n_stages": len(group),
+            "weight": design.weight(task), "n_stages": len(group),
             "p_expected": float(np.prod(group.sort_values("stage_index")["q_hat"].to_numpy())),
             "true_p_expected": truth.p_expected if truth else None,
         })
-    return run.stamp(pd.DataFrame(rows))
+    return design.stamp(pd.DataFrame(rows))
 
 
-def observed_success(run: StudyRun, agent: str, checkpoint: pd.DataFrame, natural: pd.DataFrame) -> pd.DataFrame:
+def observed_success(design: StudyDesign, agent: str, checkpoint: pd.DataFrame, natural: pd.DataFrame) -> pd.DataFrame:
     """r̂_i = passed_i / reached_i per stage and P̂_observed per task, from natural rollouts."""
     rows = []
-    for condition in run.study.conditions:
-        for t in task_outcomes(run, checkpoint, natural, condition):
-            est = estimate_task(t, run.study.zero_rule)
-            truth = run.truth(agent, t.name, condition)
-            task = run.task(t.name)
+    for condition in design.study.conditions:
+        for t in task_outcomes(design, checkpoint, natural, condition):
+            est = estimate_task(t, design.study.zero_rule)
+            truth = design.truth(agent, t.name, condition)
+            task = design.task(t.name)
             for s in task.stages:
                 rows.append({
                     "agent": agent, "condition": condition, "task": t.name, "family": t.family,
@@ -117,15 +117,15 @@ def observed_success(run: StudyRun, agent: str, checkpoint: pd.DataFrame, natura
                     "m0": int(t.natural_depths.size), "k0": int((t.natural_depths == t.n_stages).sum()),
                     "p_observed": est.p_observed, "true_p_observed": truth.p_observed if truth else None,
                 })
-    return run.stamp(pd.DataFrame(rows))
+    return design.stamp(pd.DataFrame(rows))
 
 
-def horizon_residuals(run: StudyRun, agent: str, checkpoint: pd.DataFrame, natural: pd.DataFrame) -> pd.DataFrame:
+def horizon_residuals(design: StudyDesign, agent: str, checkpoint: pd.DataFrame, natural: pd.DataFrame) -> pd.DataFrame:
     """Γ̂ with intervals for every task, family and overall, per condition, with sim truth."""
-    study = run.study
+    study = design.study
     frames = []
     for condition in study.conditions:
-        outcomes = task_outcomes(run, checkpoint, natural, condition)
+        outcomes = task_outcomes(design, checkpoint, natural, condition)
         rows = residual_table(
             outcomes, zero_rule=study.zero_rule, n_boot=study.bootstrap.n_boot, seed=study.bootstrap.seed,
             level=study.bootstrap.level,
@@ -133,7 +133,7 @@ def horizon_residuals(run: StudyRun, agent: str, checkpoint: pd.DataFrame, natur
         )
         # Truth of the same estimand: over the tasks the estimate kept (the `exclude` rule drops some).
         kept = [t for t in outcomes if not estimate_task(t, study.zero_rule).excluded]
-        truths = {t.name: run.truth(agent, t.name, condition) for t in kept}
+        truths = {t.name: design.truth(agent, t.name, condition) for t in kept}
         weights = {t.name: t.weight for t in outcomes}
         families = {t.name: t.family for t in outcomes}
         table = pd.DataFrame([r.model_dump() for r in rows])
@@ -146,7 +146,7 @@ def horizon_residuals(run: StudyRun, agent: str, checkpoint: pd.DataFrame, natur
             if column in table:
                 table[column] = [json.dumps(v) if v is not None else None for v in table[column]]
         frames.append(table)
-    return run.stamp(pd.concat(frames, ignore_index=True))
+    return design.stamp(pd.concat(frames, ignore_index=True))
 
 
 def _true_gamma(scope: str, name: str, truths: dict, weights: dict, families: dict) -> float | None:
@@ -163,16 +163,16 @@ def _true_gamma(scope: str, name: str, truths: dict, weights: dict, families: di
 
 
 
-def current_residuals(run: StudyRun, residuals: pd.DataFrame) -> pd.DataFrame:
+def current_residuals(design: StudyDesign, residuals: pd.DataFrame) -> pd.DataFrame:
     """The rows of this pre-registration and its declared agents; every declared agent must be there.
 
     A store may hold other study versions or agents (an output directory reused, a shared Dagster
     instance); a report must never mix them in, nor silently leave an agent out.
     """
-    mine = residuals[(residuals["prereg_sha256"] == run.prereg_sha256)] if len(residuals) else residuals
-    declared = [a.id for a in run.study.agents]
+    mine = residuals[(residuals["prereg_sha256"] == design.prereg_sha256)] if len(residuals) else residuals
+    declared = [a.id for a in design.study.agents]
     missing = [a for a in declared if a not in set(mine["agent"] if len(mine) else [])]
     if missing:
-        raise MissingTrials(f"no horizon_residuals of pre-registration {run.prereg_sha256[:12]} for agents "
+        raise MissingTrials(f"no horizon_residuals of pre-registration {design.prereg_sha256[:12]} for agents "
                             f"{missing}: materialize horizon_residuals for them first")
     return mine[mine["agent"].isin(declared)]

@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from hrbench.envs.local import LocalBackend
+from hrbench.envs.registry import BackendOptions, make_backend
 from hrbench.protocol import DEMO_STUDY, BUILTIN_REGISTRY, StudyError
 from hrbench.tasks.audit import audit_task
 from hrbench.tasks.loader import load_registry, load_task
@@ -72,8 +72,6 @@ def run(study: Path = typer.Argument(..., help="study YAML file"),
 def report(study: Path = typer.Argument(..., help="study YAML file"),
            out: Path = typer.Option(Path("out"), help="output directory of that study's run")) -> None:
     """Re-render report.html and summary.json from the stored residual tables (no trials run)."""
-    import pandas as pd
-
     from hrbench.analysis import MissingTrials, current_residuals
     from hrbench.report.html import write_report
     from hrbench.report.summary import write_summary
@@ -81,14 +79,12 @@ def report(study: Path = typer.Argument(..., help="study YAML file"),
 
     try:
         run = StudyRun.from_file(study, out, progress=False)
-        tables = sorted((run.out_dir / "tables" / "horizon_residuals").glob("*.parquet"))
-        residuals = current_residuals(run, pd.concat([pd.read_parquet(p) for p in tables]) if tables
-                                      else pd.DataFrame())
+        residuals = current_residuals(run.design, run.stores.read_all("horizon_residuals"))
     except (StudyError, TaskError, MissingTrials) as exc:
         err.print(f"[red]error:[/] {exc}; run `hrbench run {study} --out {out}` first")
         raise typer.Exit(1) from exc
-    console.print(f"report: {write_report(run, residuals, run.out_dir / 'report.html')}")
-    console.print(f"summary: {write_summary(run, residuals, run.out_dir / 'summary.json')}")
+    console.print(f"report: {write_report(run.design, residuals, run.stores.report_path)}")
+    console.print(f"summary: {write_summary(run.design, residuals, run.stores.summary_path)}")
 
 
 @app.command()
@@ -100,16 +96,13 @@ def plan(study: Path = typer.Argument(..., help="study YAML file"),
          sims: int = typer.Option(4000, help="simulated studies per plan")) -> None:
     """Trials m_i, m_0 for a target interval on Γ (delta method), checked by simulation; and the
     smallest |Γ| the declared trials detect at 80% power."""
-    import tempfile
-
+    from hrbench.design import StudyDesign
     from hrbench.plan import anticipated, plan_study
-    from hrbench.study_run import StudyRun
 
     try:
-        with tempfile.TemporaryDirectory(prefix="hrbench-plan-") as scratch:  # planning runs no trial
-            run = StudyRun.from_file(study, Path(scratch), progress=False)
-            inputs = anticipated(run, pilot, [float(v) for v in q.split(",")] if q else None, p_obs)
-            rows = plan_study(run, half_width, inputs, n_sims=sims, seed=run.study.bootstrap.seed)
+        run = StudyDesign.from_file(study)  # planning needs the design only: no output, no trial
+        inputs = anticipated(run, pilot, [float(v) for v in q.split(",")] if q else None, p_obs)
+        rows = plan_study(run, half_width, inputs, n_sims=sims, seed=run.study.bootstrap.seed)
     except (StudyError, TaskError, ValueError) as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from exc
@@ -157,7 +150,7 @@ def tasks_audit(paths: list[Path] = typer.Argument(None, help="task package dire
 
     failures = 0
     with tempfile.TemporaryDirectory(prefix="hrbench-audit-") as tmp:
-        backend = LocalBackend(Path(tmp))
+        backend = make_backend("local", BackendOptions(cache_dir=Path(tmp)))
         try:
             tasks = [load_task(p) for p in paths] if paths else load_registry(registry)
         except TaskError as exc:

@@ -13,7 +13,8 @@ import pandas as pd
 from pydantic import BaseModel
 
 from hrbench.stats.planning import min_detectable_gamma, plan_trials, simulate_half_width
-from hrbench.study_run import StudyRun
+from hrbench.design import StudyDesign
+from hrbench.stores import StudyStores
 
 
 class Anticipated(BaseModel):
@@ -40,15 +41,18 @@ class PlanRow(BaseModel):
     min_detectable_gamma: float  # at the declared trials, 80% power
 
 
-def anticipated(run: StudyRun, pilot: Path | None, q: list[float] | None, p_obs: float | None) -> list[Anticipated]:
+def anticipated(design: StudyDesign, pilot: Path | None, q: list[float] | None, p_obs: float | None) -> list[Anticipated]:
     """Anticipated q_i and P_obs for every (agent, task) of the study."""
     pilot_q = pilot_obs = None
     if pilot is not None:
-        pilot_q = pd.concat(pd.read_parquet(p) for p in (pilot / "tables" / "stage_estimates").glob("*.parquet"))
-        pilot_obs = pd.concat(pd.read_parquet(p) for p in (pilot / "tables" / "observed_success").glob("*.parquet"))
+        pilot_q = StudyStores(pilot).read_all("stage_estimates")
+        pilot_obs = StudyStores(pilot).read_all("observed_success")
+        if pilot_q.empty or pilot_obs.empty:
+            raise ValueError(f"{pilot} holds no stage_estimates or observed_success tables: give the output "
+                             "directory of a finished pilot run")
     rows = []
-    for spec in run.study.agents:
-        for task in run.tasks:
+    for spec in design.study.agents:
+        for task in design.tasks:
             if pilot_q is not None and pilot_obs is not None:
                 sq = pilot_q[(pilot_q.agent == spec.id) & (pilot_q.task == task.name) & (pilot_q.condition == "baseline")]
                 so = pilot_obs[(pilot_obs.agent == spec.id) & (pilot_obs.task == task.name)
@@ -58,7 +62,7 @@ def anticipated(run: StudyRun, pilot: Path | None, q: list[float] | None, p_obs:
                                             q=list(sq.sort_values("stage_index")["q_hat"]),
                                             p_obs=float(so["p_observed"].iloc[0])))
                     continue
-            truth = run.truth(spec.id, task.name)
+            truth = design.truth(spec.id, task.name)
             if truth is not None:
                 rows.append(Anticipated(agent=spec.id, task=task.name, source="sim truth", q=truth.q,
                                         p_obs=truth.p_observed))
@@ -71,10 +75,10 @@ def anticipated(run: StudyRun, pilot: Path | None, q: list[float] | None, p_obs:
     return rows
 
 
-def plan_study(run: StudyRun, half_width: float, inputs: list[Anticipated], n_sims: int = 4000,
+def plan_study(design: StudyDesign, half_width: float, inputs: list[Anticipated], n_sims: int = 4000,
                seed: int = 0) -> list[PlanRow]:
     """Delta-method trial counts for each (agent, task), each checked by simulating that plan."""
-    study = run.study
+    study = design.study
     ratio = study.trials.natural / study.trials.checkpoint
     rows = []
     for a in inputs:

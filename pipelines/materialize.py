@@ -14,6 +14,7 @@ from pathlib import Path
 from dagster import AssetSelection, DagsterEventType, DagsterInstance, MultiPartitionKey, materialize
 from rich.console import Console
 
+from hrbench.stores import StudyStores
 from hrbench.study_run import StudyRun
 from pipelines.builder import build_definitions
 from pipelines.partitions import AGENTS
@@ -28,7 +29,7 @@ class StudyFailed(RuntimeError):
 
 
 def instance_for(out_dir: Path) -> DagsterInstance:
-    home = out_dir / ".dagster"
+    home = StudyStores(out_dir).dagster_home
     home.mkdir(parents=True, exist_ok=True)
     return DagsterInstance.local_temp(tempdir=str(home))
 
@@ -61,15 +62,15 @@ def run_study(study_path: str | Path, out_dir: str | Path, console: Console | No
                     reasons.append(event.step_failure_data.error.message.strip())
             raise StudyFailed(f"{label or ','.join(names)} failed:\n" + "\n".join(reasons))
 
-    console.print(f"[bold]study[/] {run.study.name}  tasks={len(run.tasks)} agents={len(agents)}  out={out}")
+    console.print(f"[bold]study[/] {run.study.name}  tasks={len(run.design.tasks)} agents={len(agents)}  out={out}")
     step(["task_catalog", "verifier_audit", "preregistration"], label="catalog, audit and pre-registration")
     console.print(f"pre-registered: prereg_sha256={run.prereg_sha256}")
     for agent in agents:
-        for task in run.tasks:
+        for task in run.design.tasks:
             step(["checkpoint_trials"], str(MultiPartitionKey({"agent": agent, "task": task.name})),
                  f"checkpoint trials {agent}/{task.name}")
         step(["stage_estimates", "expected_success"], agent, f"expected success {agent}")
-        for task in run.tasks:
+        for task in run.design.tasks:
             step(["natural_trials"], str(MultiPartitionKey({"agent": agent, "task": task.name})),
                  f"natural trials {agent}/{task.name}")
         step(["observed_success", "horizon_residuals"], agent, f"residuals {agent}")

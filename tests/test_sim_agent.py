@@ -76,14 +76,15 @@ def test_defects_are_real_files_that_lower_later_stages_unless_repaired(tmp_path
     backend = LocalBackend(tmp_path / "cache")
     always_defect = SimParams(skill=1.0, defect_rate=1.0, defect_penalty=50.0)  # a defect makes later stages fail
     budget = CheckpointProtocol().budget
-    own = run_natural_trial(_spec("natural"), task, SimAgent(always_defect), backend, CONDITIONS["baseline"], budget, 1)
+    own = run_natural_trial(_spec("natural"), task, SimAgent(always_defect), backend, CONDITIONS["baseline"], budget, 1,
+                            trajectory_dir=tmp_path / "t")
     assert own.stages_passed == 1 and own.stopped_stage == "double" and own.exit_reason == "failed"
     repaired = run_natural_trial(_spec("natural", index=1), task, SimAgent(always_defect), backend,
-                                 CONDITIONS["state_repair"], budget, 1)
+                                 CONDITIONS["state_repair"], budget, 1, trajectory_dir=tmp_path / "t")
     assert repaired.passed and repaired.stages_passed == 3
     # A checkpoint starts from the oracle state: no defects, so the stage passes.
     ck = run_checkpoint_trial(_spec("checkpoint", "report"), task, SimAgent(always_defect), backend,
-                              CheckpointProtocol(), 1)
+                              CheckpointProtocol(), 1, trajectory_dir=tmp_path / "t")
     assert ck.passed and ck.exit_reason == "passed"
 
 
@@ -92,9 +93,10 @@ def test_context_rot_follows_the_history_the_harness_shows(tmp_path: Path):
     backend = LocalBackend(tmp_path / "cache")
     rot = SimParams(skill=1.0, context_rot=50.0)  # any visible earlier stage makes it fail
     budget = CheckpointProtocol().budget
-    full = run_natural_trial(_spec("natural"), task, SimAgent(rot), backend, CONDITIONS["baseline"], budget, 1)
+    full = run_natural_trial(_spec("natural"), task, SimAgent(rot), backend, CONDITIONS["baseline"], budget, 1,
+                             trajectory_dir=tmp_path / "t")
     reset = run_natural_trial(_spec("natural", index=1), task, SimAgent(rot), backend, CONDITIONS["context_reset"],
-                              budget, 1)
+                              budget, 1, trajectory_dir=tmp_path / "t")
     assert full.stages_passed == 1 and full.exit_reason == "failed"
     assert reset.passed
 
@@ -104,5 +106,6 @@ def test_same_trial_key_replays_the_same_outcome(tmp_path: Path):
     backend = LocalBackend(tmp_path / "cache")
     budget = CheckpointProtocol().budget
     runs = [run_natural_trial(_spec("natural", index=i % 6), task, SimAgent(ROTTING), backend,
-                              CONDITIONS["baseline"], budget, 11) for i in range(12)]
+                              CONDITIONS["baseline"], budget, 11, trajectory_dir=tmp_path / "t")
+            for i in range(12)]
     assert [r.stages_passed for r in runs[:6]] == [r.stages_passed for r in runs[6:]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import pandas as pd
 from pydantic import BaseModel
 
 ExitReason = Literal["passed", "failed", "timeout", "turn_cap", "early_exit", "harness_error"]
@@ -65,3 +66,8 @@ class TrialRecord(TrialSpec):
     parse_errors: int = 0  # replies the harness could not parse (fed back to the agent)
     compactions: int = 0  # history compactions (policy or context-length recovery)
     trajectory_path: str | None = None  # ATIF trajectory JSON, relative to the study output dir
+
+
+def records_table(records: list[TrialRecord]) -> pd.DataFrame:
+    """One row per trial; the columns exist even when there are no trials."""
+    return pd.DataFrame([r.model_dump() for r in records], columns=list(TrialRecord.model_fields))

@@ -93,19 +93,14 @@ class TrajectoryRecorder:
         return path
 
 
-def load_matched_prefix(root: Path, prereg16: str, agent: str, task: str, stage_index: int,
-                        trial_index: int) -> list[Message] | None:
+def load_matched_prefix(rollouts: list[Path], stage_index: int, trial_index: int) -> list[Message] | None:
     """A transcript prefix for a `matched` checkpoint of stage `stage_index` (0-based).
 
-    Taken from a recorded natural rollout of the same agent and task under full history that
-    passed every stage before it: its messages of those stages, as the model saw them. Rollouts
-    are chosen by trial index in a fixed order, so a resumed study picks the same one."""
-    base = Path(root) / prereg16 / agent
-    if not base.is_dir():
-        return None
+    `rollouts` are the trajectories of recorded natural rollouts of the same agent and task under
+    full history that passed every stage before it, in a fixed order (so a resumed study picks the
+    same one); the prefix is the chosen rollout's messages of those stages, as the model saw them."""
     candidates = []
-    for path in sorted(base.glob(f"*/natural-full-*/{task}/natural_all/*.json.gz")) + \
-            sorted(base.glob(f"*/natural-matched-*/{task}/natural_all/*.json.gz")):
+    for path in rollouts:
         try:
             extra = read_trajectory(path).get("extra", {})
         except (OSError, ValueError):

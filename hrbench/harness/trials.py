@@ -4,27 +4,26 @@ from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
-from hrbench.agents.base import Agent
-from hrbench.envs.local import LocalBackend
+from hrbench.agents.base import Agent, Message
+from hrbench.envs.registry import Backend
 from hrbench.harness.history import History
 from hrbench.harness.loop import Rollout, record_from, run_stage, trial_context
 from hrbench.harness.terminal import open_terminal
-from hrbench.harness.trajectory import TrajectoryRecorder, load_matched_prefix, trajectory_relpath
+from hrbench.harness.trajectory import TrajectoryRecorder, trajectory_relpath
 from hrbench.harness.records import StageOutcome, TrialRecord, TrialSpec
 from hrbench.protocol import Budget, CheckpointProtocol, Condition, StatePolicy
 from hrbench.tasks.model import Task
 
 
+PrefixSource = Callable[[int], list[Message] | None]
+
+
 def natural_protocol(condition: Condition) -> str:
     """The protocol label of a condition's natural rollouts (part of the trial key)."""
     return f"natural-{condition.history.value}-{condition.state.value}"
-
-
-def default_trajectory_dir(backend: LocalBackend) -> Path:
-    """Trajectories live beside the backend's cache: `<study out>/trajectories/`."""
-    return Path(backend.cache_dir).parent / "trajectories"
 
 
 def _history_for(policy: str, agent: Agent) -> History:
@@ -79,12 +78,15 @@ def _teardown(terminal, agent: Agent, env) -> None:
     env.close()
 
 
-def run_checkpoint_trial(spec: TrialSpec, task: Task, agent: Agent, backend: LocalBackend,
-                         protocol: CheckpointProtocol, seed: int,
-                         trajectory_dir: Path | None = None) -> TrialRecord:
-    """One trial of one stage from its declared checkpoint e_{i-1}."""
+def run_checkpoint_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Backend,
+                         protocol: CheckpointProtocol, seed: int, *, trajectory_dir: Path,
+                         matched_prefix: PrefixSource | None = None) -> TrialRecord:
+    """One trial of one stage from its declared checkpoint e_{i-1}.
+
+    `matched_prefix(stage_index)` gives a `matched` checkpoint its transcript (None: none recorded).
+    """
     stage = task.stage(spec.stage or "")
-    traj_root = Path(trajectory_dir) if trajectory_dir else default_trajectory_dir(backend)
+    traj_root = Path(trajectory_dir)
     start = time.monotonic()
     budget = protocol.budget
     rollout = Rollout(budget=budget, n_parts=1, recorder=_recorder(spec, agent))
@@ -98,12 +100,11 @@ def run_checkpoint_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Loc
         history = _history_for(protocol.history, agent)
         history.start_checkpoint(stage.index)
         if protocol.history == "matched" and stage.index > 0:
-            prefix = load_matched_prefix(traj_root, spec.prereg_sha256[:16], spec.agent, task.name, stage.index,
-                                         spec.trial_index)
+            prefix = matched_prefix(stage.index) if matched_prefix else None
             if prefix is None:
                 raise RuntimeError(
                     f"history 'matched' needs a recorded natural rollout of agent {spec.agent!r} on task "
-                    f"{task.name!r} (full history) that passed parts 1-{stage.index}; none is under {traj_root}. "
+                    f"{task.name!r} (full history) that passed parts 1-{stage.index}; none is recorded. "
                     "Run the natural trials first, or use 'fresh' or 'compacted'.")
             history.start_matched(prefix)
             rollout.recorder.system(f"matched history: transcript prefix of {len(prefix)} messages", stage.index)
@@ -117,11 +118,10 @@ def run_checkpoint_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Loc
     return _finish(spec, agent, outcomes, start, rollout, history, traj_root, error, protocol.history)
 
 
-def run_natural_trial(spec: TrialSpec, task: Task, agent: Agent, backend: LocalBackend,
-                      condition: Condition, budget: Budget, seed: int,
-                      trajectory_dir: Path | None = None) -> TrialRecord:
+def run_natural_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Backend,
+                      condition: Condition, budget: Budget, seed: int, *, trajectory_dir: Path) -> TrialRecord:
     """One end-to-end rollout from e_0, stages delivered in order, stopping at the first failure."""
-    traj_root = Path(trajectory_dir) if trajectory_dir else default_trajectory_dir(backend)
+    traj_root = Path(trajectory_dir)
     start = time.monotonic()
     rollout = Rollout(budget=budget, n_parts=task.n_stages, recorder=_recorder(spec, agent))
     outcomes: list[StageOutcome] = []

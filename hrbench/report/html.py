@@ -13,7 +13,7 @@ matplotlib.use("Agg")  # headless: the report is written on servers and in CI
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from hrbench.study_run import StudyRun  # noqa: E402
+from hrbench.design import StudyDesign  # noqa: E402
 
 
 def forest_plot(residuals: pd.DataFrame) -> str:
@@ -60,8 +60,8 @@ def residual_table_html(residuals: pd.DataFrame) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def write_report(run: StudyRun, residuals: pd.DataFrame, path: Path) -> Path:
-    study = run.study
+def write_report(design: StudyDesign, residuals: pd.DataFrame, path: Path) -> Path:
+    study = design.study
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>hrbench · {html.escape(study.name)}</title>
 <style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}}
@@ -69,7 +69,7 @@ table{{border-collapse:collapse;font-size:12px}}td,th{{border:1px solid #ddd;pad
 th{{background:#f4f4f4}}code{{background:#f4f4f4;padding:1px 4px}}</style></head><body>
 <h1>Horizon residuals · {html.escape(study.name)}</h1>
 <p>{html.escape(study.description)}</p>
-<p>Pre-registration <code>{run.prereg_sha256}</code> · zero rule <code>{study.zero_rule}</code> ·
+<p>Pre-registration <code>{design.prereg_sha256}</code> · zero rule <code>{study.zero_rule}</code> ·
 baseline <code>{study.baseline_model}</code> · checkpoint trials per stage m<sub>i</sub>={study.trials.checkpoint} ·
 natural rollouts m<sub>0</sub>={study.trials.natural} · bootstrap {study.bootstrap.n_boot} resamples (seed {study.bootstrap.seed}).</p>
 <p>Γ<sub>H</sub> &gt; 0: the natural rollout succeeds less often than the checkpoint prediction.

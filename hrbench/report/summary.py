@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hrbench.study_run import StudyRun
+from hrbench.design import StudyDesign
 
 SUMMARY_FIELDS = [
     "agent", "condition", "scope", "name", "p_expected", "p_observed", "gamma", "ci_low", "ci_high",
@@ -32,11 +32,11 @@ def summary_rows(residuals: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def write_summary(run: StudyRun, residuals: pd.DataFrame, path: Path) -> Path:
+def write_summary(design: StudyDesign, residuals: pd.DataFrame, path: Path) -> Path:
     """Rows in the study's agent order (stable), whatever order the partitions were loaded in."""
-    order = {a.id: i for i, a in enumerate(run.study.agents)}
+    order = {a.id: i for i, a in enumerate(design.study.agents)}
     ordered = residuals.sort_values("agent", key=lambda agents: agents.map(order), kind="stable")
-    body = {"study": run.study.name, "prereg_sha256": run.prereg_sha256, "residuals": summary_rows(ordered)}
+    body = {"study": design.study.name, "prereg_sha256": design.prereg_sha256, "residuals": summary_rows(ordered)}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(body, indent=2) + "\n")
     return path

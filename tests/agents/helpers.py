@@ -6,6 +6,7 @@ from pathlib import Path
 
 from hrbench.agents.llm import LLMAgent
 from hrbench.harness.records import TrialSpec
+from hrbench.harness.trajectory import load_matched_prefix
 from hrbench.harness.trials import run_checkpoint_trial, run_natural_trial
 from hrbench.protocol import CONDITIONS, Budget, CheckpointProtocol
 from tests.agents.scripted_server import reply
@@ -42,6 +43,10 @@ def checkpoint(llm_spec, task, backend, tmp: Path, stage: str, history: str = "f
                index: int = 0):
     agent = LLMAgent(llm_spec)
     protocol = CheckpointProtocol(history=history, budget=budget)
+    # A `matched` transcript comes from the natural rollouts recorded under tmp (the runner takes them
+    # from its journal; here the test's own trajectories stand in for it).
+    recorded = sorted((tmp / "trajectories").rglob("natural_all/*.json.gz"))
     record = run_checkpoint_trial(spec("checkpoint", stage=stage, index=index), task, agent, backend, protocol,
-                                  seed=0, trajectory_dir=tmp / "trajectories")
+                                  seed=0, trajectory_dir=tmp / "trajectories",
+                                  matched_prefix=lambda stage_index: load_matched_prefix(recorded, stage_index, index))
     return record, agent

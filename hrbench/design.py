@@ -1,0 +1,79 @@
+"""The design of a study: the study file, its tasks and its pre-registration (no output, no trials).
+
+Everything here is decided before a trial runs; the stores (`stores.py`) and the trial runner
+(`runner.py`) take a design, and the estimators in `analysis.py` read only the design.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pandas as pd
+
+from hrbench.agents.sim import SimTruth, sim_truth
+from hrbench.agents.specs import SimAgentSpec
+from hrbench.preregistration import Preregistration, freeze
+from hrbench.protocol import LoadedStudy, load_study
+from hrbench.tasks.loader import load_registry
+from hrbench.tasks.model import Task
+
+
+class StudyDesign:
+    """A validated study, its tasks (loaded once) and their frozen pre-registration."""
+
+    def __init__(self, loaded: LoadedStudy):
+        self.loaded = loaded
+        self.study = loaded.study
+
+    @classmethod
+    def from_file(cls, study_path: str | Path) -> "StudyDesign":
+        return cls(load_study(study_path))
+
+    @functools.cached_property
+    def tasks(self) -> list[Task]:
+        return load_registry(self.loaded.registry, self.study.tasks.include)
+
+    def task(self, name: str) -> Task:
+        for t in self.tasks:
+            if t.name == name:
+                return t
+        raise KeyError(f"study {self.study.name!r} has no task {name!r}")
+
+    @functools.cached_property
+    def preregistration(self) -> Preregistration:
+        return freeze(self.study, self.tasks)
+
+    @property
+    def prereg_sha256(self) -> str:
+        return self.preregistration.prereg_sha256
+
+    def weight(self, task: str) -> float:
+        return self.study.tasks.weights.get(task, 1.0)
+
+    def stamp(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The table, tied to this pre-registration by its first column."""
+        frame.insert(0, "prereg_sha256", self.prereg_sha256)
+        return frame
+
+    def catalog(self) -> pd.DataFrame:
+        """One row per stage: the task's structure, work W, dependency depth and weights."""
+        rows = []
+        for t in self.tasks:
+            for s in t.stages:
+                rows.append({
+                    "task": t.name, "family": t.family, "structure": t.structure, "n_stages": t.n_stages,
+                    "stage": s.name, "stage_index": s.index, "depends_on": ",".join(s.depends_on),
+                    "stage_weight": s.weight, "task_weight": self.weight(t.name), "work_lines": t.work,
+                    "dependency_depth": t.dependency_depth, "docker_only": t.docker_only,
+                    "content_sha256": t.content_hash(),
+                })
+        return self.stamp(pd.DataFrame(rows))
+
+    def truth(self, agent: str, task: str, condition: str = "baseline") -> SimTruth | None:
+        """Closed-form truth of a sim agent on a task under a condition; None for other agents."""
+        spec = self.study.agent(agent)
+        if not isinstance(spec, SimAgentSpec):
+            return None
+        return sim_truth(spec.sim, self.task(task), self.study.condition(condition),
+                         self.study.checkpoint_protocol(condition))

@@ -1,0 +1,108 @@
+"""The trial runner: a design's trials, on an environment backend chosen by name, into the stores.
+
+Trial specs (which trials a pre-registration asks for) and their execution live here; one trial's
+lifecycle is in `harness/trials.py`, the journal in `harness/journal.py`.
+"""
+
+from __future__ import annotations
+
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from hrbench.agents.base import Message
+from hrbench.agents.factory import make_agent
+from hrbench.design import StudyDesign
+from hrbench.envs.registry import Backend, BackendOptions, make_backend
+from hrbench.harness.journal import run_trials
+from hrbench.harness.records import TrialRecord, TrialSpec
+from hrbench.harness.trajectory import load_matched_prefix
+from hrbench.harness.trials import natural_protocol, run_checkpoint_trial, run_natural_trial
+from hrbench.protocol import HistoryPolicy
+from hrbench.stores import StudyStores
+from hrbench.tasks.audit import StageAudit, audit_task
+
+
+class TrialRunner:
+    """Runs (and resumes) the trials of one design, journaling them in the stores."""
+
+    def __init__(self, design: StudyDesign, stores: StudyStores, backend: str = "local", progress: bool = True):
+        self.design = design
+        self.stores = stores
+        self.backend_name = backend
+        self.progress = progress
+
+    @functools.cached_property
+    def backend(self) -> Backend:
+        options = BackendOptions(cache_dir=self.stores.cache_dir,
+                                 memory_mb=self.design.study.checkpoint.budget.memory_mb)
+        return make_backend(self.backend_name, options)
+
+    # -- which trials -------------------------------------------------------------------------
+
+    def checkpoint_specs(self, agent: str, task: str) -> list[TrialSpec]:
+        """m_i trials per stage for every distinct checkpoint protocol the conditions need."""
+        study = self.design.study
+        # Conditions sharing a protocol share its trials; they are labelled with the first such condition.
+        protocols: dict[str, str] = {}
+        for c in study.conditions:
+            protocols.setdefault(study.checkpoint_protocol(c).protocol_hash(), c)
+        return [
+            TrialSpec(prereg_sha256=self.design.prereg_sha256, agent=agent, condition=condition, protocol=phash,
+                      task=task, kind="checkpoint", stage=s.name, trial_index=i)
+            for phash, condition in protocols.items()
+            for s in self.design.task(task).stages
+            for i in range(study.trials.checkpoint)
+        ]
+
+    def natural_specs(self, agent: str, task: str) -> list[TrialSpec]:
+        study = self.design.study
+        return [
+            TrialSpec(prereg_sha256=self.design.prereg_sha256, agent=agent, condition=c,
+                      protocol=natural_protocol(study.condition(c)), task=task, kind="natural",
+                      stage=None, trial_index=i)
+            for c in study.conditions
+            for i in range(study.trials.natural)
+        ]
+
+    # -- running them -------------------------------------------------------------------------
+
+    def audit(self) -> list[StageAudit]:
+        """Verifier audit of every task, tasks in parallel (each builds its own snapshots)."""
+        with ThreadPoolExecutor(max_workers=self.design.study.concurrency) as pool:
+            per_task = list(pool.map(lambda t: audit_task(t, self.backend), self.design.tasks))
+        return [row for rows in per_task for row in rows]
+
+    def run_checkpoint_trials(self, agent: str, task: str) -> list[TrialRecord]:
+        study, t = self.design.study, self.design.task(task)
+
+        def execute(spec: TrialSpec) -> TrialRecord:
+            return run_checkpoint_trial(spec, t, make_agent(study.agent(agent)), self.backend,
+                                        study.checkpoint_protocol(spec.condition), study.seed,
+                                        trajectory_dir=self.stores.trajectory_dir,
+                                        matched_prefix=lambda stage: self.matched_prefix(spec, stage))
+
+        return run_trials(self.checkpoint_specs(agent, task), execute, self._journal("checkpoint", agent, task),
+                          study.concurrency, f"checkpoint {agent} {task}", self.progress)
+
+    def run_natural_trials(self, agent: str, task: str) -> list[TrialRecord]:
+        study, t = self.design.study, self.design.task(task)
+
+        def execute(spec: TrialSpec) -> TrialRecord:
+            return run_natural_trial(spec, t, make_agent(study.agent(agent)), self.backend,
+                                     study.condition(spec.condition), study.checkpoint.budget, study.seed,
+                                     trajectory_dir=self.stores.trajectory_dir)
+
+        return run_trials(self.natural_specs(agent, task), execute, self._journal("natural", agent, task),
+                          study.concurrency, f"natural {agent} {task}", self.progress)
+
+    def _journal(self, kind: str, agent: str, task: str):
+        return self.stores.journal(self.design.prereg_sha256, kind, agent, task)
+
+    def matched_prefix(self, spec: TrialSpec, stage_index: int) -> list[Message] | None:
+        """A `matched` checkpoint's transcript: from this agent's journaled natural rollouts under full history."""
+        rows = sorted((r for r in self._journal("natural", spec.agent, spec.task).load().values()
+                       if r.trajectory_path and self.design.study.condition(r.condition).history
+                       in (HistoryPolicy.full, HistoryPolicy.matched)), key=lambda r: r.trial_key)
+        paths = [self.stores.out_dir / Path(r.trajectory_path) for r in rows if r.stages_passed >= stage_index]
+        return load_matched_prefix(paths, stage_index, spec.trial_index)

@@ -1,0 +1,44 @@
+"""Protects the environment-backend registry: trials run on the backend a run names, never a hard-wired class."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from hrbench.envs.local import LocalBackend
+from hrbench.envs.registry import BackendOptions, backend_names, make_backend, register_backend
+from hrbench.protocol import DEMO_STUDY
+from hrbench.study_run import StudyRun
+
+
+def test_local_is_registered_and_built_with_the_study_limits(tmp_path: Path):
+    backend = make_backend("local", BackendOptions(cache_dir=tmp_path, memory_mb=256))
+    assert "local" in backend_names()
+    assert isinstance(backend, LocalBackend) and backend.memory_mb == 256 and backend.cache_dir == tmp_path
+
+
+def test_an_unknown_backend_names_the_registered_ones(tmp_path: Path):
+    with pytest.raises(ValueError, match=r"no environment backend 'nowhere'; registered: \[.*'local'"):
+        make_backend("nowhere", BackendOptions(cache_dir=tmp_path))
+
+
+def test_a_name_cannot_be_registered_twice():
+    with pytest.raises(ValueError, match="registered twice"):
+        register_backend("local", lambda options: None)  # type: ignore[arg-type,return-value]
+
+
+def test_a_study_run_uses_the_backend_registered_under_its_name(tmp_path: Path):
+    built: list[BackendOptions] = []
+
+    class Recording:
+        def __init__(self, options: BackendOptions):
+            built.append(options)
+
+    name = f"recording-{uuid.uuid4().hex[:8]}"
+    register_backend(name, Recording)  # type: ignore[arg-type]
+    run = StudyRun.from_file(DEMO_STUDY, tmp_path / "out", progress=False, backend=name)
+    assert isinstance(run.runner.backend, Recording)
+    assert built == [BackendOptions(cache_dir=(tmp_path / "out" / "cache").resolve(),
+                                    memory_mb=run.study.checkpoint.budget.memory_mb)]
