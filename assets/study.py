@@ -125,12 +125,17 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
     @asset(partitions_def=AGENTS, ins={
         "checkpoint_trials": AssetIn(partition_mapping=BY_AGENT),
         "natural_trials": AssetIn(partition_mapping=BY_AGENT),
-    }, deps=[expected_success, observed_success])
+        "expected_success": AssetIn(),
+    }, deps=[observed_success])
     def horizon_residuals(context: AssetExecutionContext, study: StudyResource, checkpoint_trials: pd.DataFrame,
-                          natural_trials: pd.DataFrame) -> Output[pd.DataFrame]:
-        """Γ_H = ln(P_expected / P_observed) per task, family and overall, with bootstrap intervals."""
+                          natural_trials: pd.DataFrame, expected_success: pd.DataFrame) -> Output[pd.DataFrame]:
+        """Γ_H = ln(P_expected / P_observed) per task, family and overall, from the registered P_expected."""
         run = study.run()
-        frame = analysis.horizon_residuals(run.design, context.partition_key, checkpoint_trials, natural_trials)
+        try:
+            frame = analysis.horizon_residuals(run.design, context.partition_key, checkpoint_trials, natural_trials,
+                                               expected_success)
+        except analysis.ExpectedMismatch as exc:
+            raise Failure(str(exc)) from exc
         overall = frame[(frame["scope"] == "all") & (frame["condition"] == "baseline")].iloc[0]
         return Output(frame, metadata=_meta(run, frame, gamma_all=float(overall["gamma"]),
                                             ci_low=float(overall["ci_low"]), ci_high=float(overall["ci_high"])))

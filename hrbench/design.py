@@ -14,7 +14,7 @@ import pandas as pd
 from hrbench.agents.sim import SimTruth, sim_truth
 from hrbench.agents.specs import SimAgentSpec
 from hrbench.preregistration import Preregistration, freeze
-from hrbench.protocol import LoadedStudy, load_study
+from hrbench.protocol import CheckpointProtocol, LoadedStudy, load_study
 from hrbench.tasks.loader import load_registry
 from hrbench.tasks.model import Task
 
@@ -70,10 +70,12 @@ class StudyDesign:
                 })
         return self.stamp(pd.DataFrame(rows))
 
-    def truth(self, agent: str, task: str, condition: str = "baseline") -> SimTruth | None:
-        """Closed-form truth of a sim agent on a task under a condition; None for other agents."""
+    def truth(self, agent: str, task: str, condition: str = "baseline",
+              protocol: CheckpointProtocol | None = None) -> SimTruth | None:
+        """Closed-form truth of a sim agent on a task under a condition (and a checkpoint protocol,
+        default the condition's); None for other agents."""
         spec = self.study.agent(agent)
         if not isinstance(spec, SimAgentSpec):
             return None
         return sim_truth(spec.sim, self.task(task), self.study.condition(condition),
-                         self.study.checkpoint_protocol(condition))
+                         protocol or self.study.checkpoint_protocol(condition))

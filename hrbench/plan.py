@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 from pydantic import BaseModel
 
 from hrbench.stats.planning import min_detectable_gamma, plan_trials, simulate_half_width
+from hrbench.analysis import task_p_expected
 from hrbench.design import StudyDesign
 from hrbench.stores import StudyStores
 
@@ -86,7 +86,8 @@ def plan_study(design: StudyDesign, half_width: float, inputs: list[Anticipated]
         sim = simulate_half_width(a.q, a.p_obs, plan.m_stage, plan.m0, study.bootstrap.level, n_sims, seed,
                                   study.zero_rule)
         rows.append(PlanRow(
-            agent=a.agent, task=a.task, source=a.source, p_expected=float(pd.Series(a.q).prod()), p_obs=a.p_obs,
+            agent=a.agent, task=a.task, source=a.source, p_expected=task_p_expected(design.task(a.task), a.q, study.baseline_model, study.seed).p_expected,
+            p_obs=a.p_obs,
             m_stage=plan.m_stage, m0=plan.m0, half_width_delta=plan.half_width_delta,
             half_width_simulated=sim.half_width, simulated_over_delta=sim.ratio_to_delta,
             declared_m_stage=study.trials.checkpoint, declared_m0=study.trials.natural,

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from hrbench.config_files import describe_validation_error, read_yaml_mapping
 
 from hrbench.agents.specs import AgentSpec, SimAgentSpec
+from hrbench.stats.baselines import BaselineKind
 from hrbench.stats.data import ZeroRule
 from hrbench.stats.residuals import QuadrantThresholds
 
@@ -142,7 +143,7 @@ class Study(Frozen):
     agents: list[AgentSpec] = Field(min_length=1)
     conditions: list[str] = Field(default_factory=lambda: ["baseline"])
     checkpoint: CheckpointProtocol = CheckpointProtocol()
-    baseline_model: Literal["product"] = "product"
+    baseline_model: BaselineKind = "product"
     trials: Trials = Trials()
     zero_rule: ZeroRule = "jeffreys"
     bootstrap: BootstrapSettings = BootstrapSettings()

@@ -37,15 +37,30 @@ class Baseline(BaseModel):
     n_sims: int | None = None
 
 
+def p_expected(q: Sequence[float], model: BaselineKind = "product", graph: "StageGraph | None" = None,
+               n_sims: int = 200_000, seed: int = 0) -> Baseline:
+    """P_expected from stage estimates q̂_i under a baseline model: the one place it is computed.
+
+    ``product`` and ``oracle_scaffolded`` multiply q̂_i along the path (the second flagged: its
+    states were built separately); ``checkpoint_simulator`` runs the Monte Carlo simulator over
+    ``graph`` (default: the fixed path of the stages) with q̂_i as first-attempt probabilities.
+    """
+    q = np.asarray(q, dtype=np.float64)
+    if model == "checkpoint_simulator":
+        graph = graph or StageGraph.path(q)
+        names = [s.name for s in graph.stages]
+        return simulator_baseline(graph.with_probabilities(dict(zip(names, q))), n_sims, seed)
+    return Baseline(kind=model, p_expected=float(np.prod(q)), needs_compatibility=model == "oracle_scaffolded")
+
+
 def product_baseline(k: Sequence[int], m: Sequence[int], zero_rule: ZeroRule = "jeffreys") -> Baseline:
     """Π q̂_i over a compatible checkpoint path (same zero rule as the residual)."""
-    return Baseline(kind="product", p_expected=float(np.prod(smoothed_array(k, m, zero_rule))), needs_compatibility=False)
+    return p_expected(smoothed_array(k, m, zero_rule), "product")
 
 
 def oracle_scaffolded_baseline(k: Sequence[int], m: Sequence[int], zero_rule: ZeroRule = "jeffreys") -> Baseline:
     """Π q̂_i from separately built canonical states; flagged as needing a compatibility argument."""
-    p = float(np.prod(smoothed_array(k, m, zero_rule)))
-    return Baseline(kind="oracle_scaffolded", p_expected=p, needs_compatibility=True)
+    return p_expected(smoothed_array(k, m, zero_rule), "oracle_scaffolded")
 
 
 class StageNode(BaseModel):

@@ -20,6 +20,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 from scipy import stats
 
+from hrbench.stats.baselines import p_expected
 from hrbench.stats.data import TaskOutcomes, ZeroRule
 from hrbench.stats.intervals import (
     lower_bound_exact,
@@ -118,7 +119,7 @@ def estimate_task(t: TaskOutcomes, zero_rule: ZeroRule = "jeffreys", level: floa
     q = np.exp(log_q)
     # An unreached stage (raw rules only) follows a stage with zero passes, so P̂_obs = 0
     # already; treat its log as 0 so the product telescopes to k0/m0.
-    p_exp = float(np.exp(log_q.sum()))
+    p_exp = p_expected(q, "product").p_expected
     p_obs = float(np.exp(np.nan_to_num(log_r, nan=0.0).sum()))
     # The raw log is undefined exactly where a raw proportion is 0; that is what the
     # zero rule is declared for, so that is what we flag (jeffreys shifts *every*
