@@ -8,18 +8,18 @@ def metadata_text(record: EventLogRecord | None, key: str) -> str | None:
     return getattr(value, "value", value)
 
 
-def latest_materialization(instance: DagsterInstance, asset: str, partition: str) -> EventLogRecord | None:
+def latest_materialization(instance: DagsterInstance, asset: AssetKey, partition: str) -> EventLogRecord | None:
     records = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[partition]), limit=1
+        AssetRecordsFilter(asset_key=asset, asset_partitions=[partition]), limit=1
     ).records
     return records[0] if records else None
 
 
 def prior_expected_success(instance: DagsterInstance, agent: str, prereg_sha256: str | None,
-                           before_timestamp: float | None = None) -> EventLogRecord | None:
-    """The latest `expected_success` of this agent under this pre-registration, before a time if given."""
+                           before_timestamp: float | None = None, condition: str = "baseline") -> EventLogRecord | None:
+    """The latest `<condition>/expected_success` of this agent under this pre-registration, before a time if given."""
     records = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey("expected_success"), asset_partitions=[agent],
+        AssetRecordsFilter(asset_key=AssetKey([condition, "expected_success"]), asset_partitions=[agent],
                            before_timestamp=before_timestamp),
         limit=50,
     ).records

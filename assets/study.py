@@ -1,4 +1,5 @@
-"""The asset graph of one study (DESIGN §8), for the product baseline.
+"""The asset graph of one study (DESIGN §8): shared checkpoint trials, one branch per condition,
+then the contrasts, the sensitivity sweep and the report.
 
 Assets are thin: each calls the core (`StudyRun`: design, stores, runner; `hrbench.analysis`) and returns a
 table with metadata. Run assets are partitioned agent x task; aggregates by agent.
@@ -7,7 +8,7 @@ table with metadata. Run assets are partitioned agent x task; aggregates by agen
 
 import pandas as pd
 from dagster import (
-    AssetDep, AssetExecutionContext, AssetIn, AssetsDefinition, Failure,
+    AssetDep, AssetExecutionContext, AssetIn, AssetKey, AssetsDefinition, Failure,
     MaterializeResult, MultiPartitionsDefinition, MultiToSingleDimensionPartitionMapping, Output, asset,
 )
 
@@ -32,8 +33,8 @@ def _meta(run, frame: pd.DataFrame, **extra) -> dict:
     return {"prereg_sha256": run.prereg_sha256, "rows": len(frame), **extra}
 
 
-def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefinition]:
-    """The assets, bound to the study's task partitions."""
+def build_study_assets(agent_task: MultiPartitionsDefinition, conditions: list[str]) -> list[AssetsDefinition]:
+    """The assets, bound to the study's task partitions and conditions (each condition its own branch)."""
 
     @asset
     def task_catalog(study: StudyResource) -> Output[pd.DataFrame]:
@@ -68,90 +69,143 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
 
     @asset(partitions_def=agent_task, deps=[preregistration])
     def checkpoint_trials(context: AssetExecutionContext, study: StudyResource) -> Output[pd.DataFrame]:
-        """m_i trials of each stage from its declared checkpoint e_{i-1}, one row per trial."""
+        """m_i trials of each stage from its declared checkpoint e_{i-1}, one row per trial, for every
+        distinct checkpoint protocol (keyed by its hash: conditions sharing a protocol share its trials)."""
         run = study.run()
         agent, task = _agent_task(context)
         frame = records_table(run.runner.run_checkpoint_trials(agent, task))
         return Output(frame, metadata=_meta(run, frame, passed=int(frame["passed"].sum()),
-                                            harness_errors=analysis.harness_errors(frame)))
+                                            harness_errors=analysis.harness_errors(frame),
+                                            protocols=len(run.runner.protocol_labels())))
 
-    @asset(partitions_def=AGENTS, ins={"checkpoint_trials": AssetIn(partition_mapping=BY_AGENT)})
-    def stage_estimates(context: AssetExecutionContext, study: StudyResource,
-                        checkpoint_trials: pd.DataFrame) -> Output[pd.DataFrame]:
-        """q̂_i with Wilson intervals per task and stage."""
+    branches = [asset for condition in conditions for asset in _condition_branch(condition, agent_task)]
+    natural_ins = {f"natural_{c}": AssetIn(key=AssetKey([c, "natural_trials"]), partition_mapping=BY_AGENT)
+                   for c in conditions}
+
+    @asset(partitions_def=AGENTS, ins={"checkpoint_trials": AssetIn(partition_mapping=BY_AGENT), **natural_ins},
+           deps=[AssetKey([c, "horizon_residuals"]) for c in conditions])
+    def intervention_contrasts(context: AssetExecutionContext, study: StudyResource, checkpoint_trials: pd.DataFrame,
+                               **natural: pd.DataFrame) -> Output[pd.DataFrame]:
+        """ΔΓ(I) = Γ(baseline) − Γ(I) per condition, task, family and overall, paired over tasks."""
         run = study.run()
-        frame = analysis.stage_estimates(run.design, context.partition_key, checkpoint_trials)
+        frame = analysis.intervention_contrasts(run.design, context.partition_key, checkpoint_trials,
+                                                pd.concat(natural.values(), ignore_index=True))
         return Output(frame, metadata=_meta(run, frame))
 
-    @asset(partitions_def=AGENTS)
+    @asset(partitions_def=AGENTS, ins={"checkpoint_trials": AssetIn(partition_mapping=BY_AGENT),
+                                       "natural_trials": AssetIn(key=AssetKey(["baseline", "natural_trials"]),
+                                                                 partition_mapping=BY_AGENT)},
+           deps=[AssetKey(["baseline", "horizon_residuals"])])
+    def sensitivity_sweep(context: AssetExecutionContext, study: StudyResource, checkpoint_trials: pd.DataFrame,
+                          natural_trials: pd.DataFrame) -> Output[pd.DataFrame]:
+        """Γ of the baseline under every admissible protocol, baseline model, zero rule and decomposition."""
+        run = study.run()
+        frame = analysis.sensitivity_sweep(run.design, context.partition_key, checkpoint_trials, natural_trials)
+        verdicts = analysis.sensitivity_verdicts(frame)
+        overall = verdicts[verdicts["scope"] == "all"].iloc[0]
+        return Output(frame, metadata=_meta(run, frame, choices=int(overall["n_choices"]),
+                                            verdict_all=str(overall["verdict"])))
+
+    # A study of the baseline alone has no intervention to contrast: no contrasts asset.
+    interventions = len(conditions) > 1
+    report_ins = {f"residuals_{c}": AssetIn(key=AssetKey([c, "horizon_residuals"])) for c in conditions}
+    report_ins["sensitivity_sweep"] = AssetIn()
+    if interventions:
+        report_ins["intervention_contrasts"] = AssetIn()
+
+    @asset(ins=report_ins)
+    def study_report(study: StudyResource, sensitivity_sweep: pd.DataFrame, **tables_in: pd.DataFrame) -> MaterializeResult:
+        """The HTML report and summary.json: residuals per condition, contrasts, sensitivity, lineage."""
+        run = study.run()
+        contrasts = tables_in.pop("intervention_contrasts", pd.DataFrame())
+        tables = analysis.current_tables(run.design, pd.concat(tables_in.values(), ignore_index=True),
+                                         contrasts, sensitivity_sweep)
+        summary = write_summary(run.design, tables, run.stores.summary_path)
+        report = write_report(run.design, tables, run.stores.report_path)
+        return MaterializeResult(metadata={
+            "prereg_sha256": run.prereg_sha256, "report": str(report), "summary": str(summary),
+            "rows": len(tables.residuals),
+        })
+
+    return [task_catalog, verifier_audit, preregistration, checkpoint_trials, *branches,
+            *([intervention_contrasts] if interventions else []), sensitivity_sweep, study_report]
+
+
+def _condition_branch(condition: str, agent_task: MultiPartitionsDefinition) -> list[AssetsDefinition]:
+    """One condition's own branch: stage estimates → expected → natural rollouts → observed → residuals."""
+    prefix = [condition]
+
+    def key(name: str) -> AssetKey:
+        return AssetKey([condition, name])
+
+    @asset(key_prefix=prefix, name="stage_estimates", partitions_def=AGENTS,
+           ins={"checkpoint_trials": AssetIn(partition_mapping=BY_AGENT)})
+    def stage_estimates(context: AssetExecutionContext, study: StudyResource,
+                        checkpoint_trials: pd.DataFrame) -> Output[pd.DataFrame]:
+        """q̂_i with Wilson intervals per task and stage, from this condition's checkpoint protocol."""
+        run = study.run()
+        frame = analysis.stage_estimates(run.design, context.partition_key, checkpoint_trials,
+                                         [analysis.Estimand.declared(run.study, condition)])
+        return Output(frame, metadata=_meta(run, frame, protocol=run.study.checkpoint_protocol(condition).protocol_hash()))
+
+    @asset(key_prefix=prefix, name="expected_success", partitions_def=AGENTS,
+           ins={"stage_estimates": AssetIn(key=key("stage_estimates"))})
     def expected_success(context: AssetExecutionContext, study: StudyResource,
                          stage_estimates: pd.DataFrame) -> Output[pd.DataFrame]:
-        """P_expected per task: the pre-registered prediction, fixed before any natural rollout."""
+        """P_expected(I) per task: this condition's prediction, fixed before any of its natural rollouts."""
         run = study.run()
         frame = analysis.expected_success(run.design, context.partition_key, stage_estimates)
         return Output(frame, metadata=_meta(run, frame, mean_p_expected=float(frame["p_expected"].mean())))
 
-    @asset(partitions_def=agent_task, deps=[AssetDep(expected_success, partition_mapping=BY_AGENT)])
+    @asset(key_prefix=prefix, name="natural_trials", partitions_def=agent_task,
+           deps=[AssetDep(key("expected_success"), partition_mapping=BY_AGENT)])
     def natural_trials(context: AssetExecutionContext, study: StudyResource) -> Output[pd.DataFrame]:
-        """m_0 natural end-to-end rollouts per task, one row per rollout (stages passed, stop stage).
+        """m_0 natural end-to-end rollouts of this condition per task (stages passed, stop stage).
 
-        Runs no rollout before P_expected of this agent is fixed under the same pre-registration (so
-        nothing is observed, or journaled for reuse, ahead of the prediction): it then stores an empty
-        table and the blocking check `expected_success_precedes_natural_trials` fails the run."""
+        Runs no rollout before this condition's P_expected for this agent is fixed under the same
+        pre-registration (so nothing is observed, or journaled for reuse, ahead of the prediction): it
+        then stores an empty table and the blocking check `expected_success_precedes_natural_trials` fails."""
         run = study.run()
         agent, task = _agent_task(context)
-        expected = prior_expected_success(context.instance, agent, run.prereg_sha256)
+        expected = prior_expected_success(context.instance, agent, run.prereg_sha256, condition=condition)
         if expected is None:
-            context.log.error(f"no expected_success for agent {agent!r} under this pre-registration: "
+            context.log.error(f"no {condition} expected_success for agent {agent!r} under this pre-registration: "
                               "no natural rollout was run")
             frame = records_table([])
             return Output(frame, metadata=_meta(run, frame, refused="expected_success missing"))
-        frame = records_table(run.runner.run_natural_trials(agent, task))
+        frame = records_table(run.runner.run_natural_trials(agent, task, condition))
         return Output(frame, metadata=_meta(run, frame, passed=int(frame["passed"].sum()),
                                             harness_errors=analysis.harness_errors(frame),
                                             expected_success_timestamp=expected.timestamp))
 
-    @asset(partitions_def=AGENTS, ins={
+    @asset(key_prefix=prefix, name="observed_success", partitions_def=AGENTS, ins={
         "checkpoint_trials": AssetIn(partition_mapping=BY_AGENT),
-        "natural_trials": AssetIn(partition_mapping=BY_AGENT),
+        "natural_trials": AssetIn(key=key("natural_trials"), partition_mapping=BY_AGENT),
     })
     def observed_success(context: AssetExecutionContext, study: StudyResource, checkpoint_trials: pd.DataFrame,
                          natural_trials: pd.DataFrame) -> Output[pd.DataFrame]:
-        """r̂_i per stage and P̂_observed per task from the natural rollouts."""
+        """r̂_i per stage and P̂_observed(I) per task from this condition's natural rollouts."""
         run = study.run()
-        frame = analysis.observed_success(run.design, context.partition_key, checkpoint_trials, natural_trials)
+        frame = analysis.observed_success(run.design, context.partition_key, checkpoint_trials, natural_trials,
+                                          [analysis.Estimand.declared(run.study, condition)])
         return Output(frame, metadata=_meta(run, frame))
 
-    @asset(partitions_def=AGENTS, ins={
+    @asset(key_prefix=prefix, name="horizon_residuals", partitions_def=AGENTS, ins={
         "checkpoint_trials": AssetIn(partition_mapping=BY_AGENT),
-        "natural_trials": AssetIn(partition_mapping=BY_AGENT),
-        "expected_success": AssetIn(),
-    }, deps=[observed_success])
+        "natural_trials": AssetIn(key=key("natural_trials"), partition_mapping=BY_AGENT),
+        "expected_success": AssetIn(key=key("expected_success")),
+    }, deps=[key("observed_success")])
     def horizon_residuals(context: AssetExecutionContext, study: StudyResource, checkpoint_trials: pd.DataFrame,
                           natural_trials: pd.DataFrame, expected_success: pd.DataFrame) -> Output[pd.DataFrame]:
-        """Γ_H = ln(P_expected / P_observed) per task, family and overall, from the registered P_expected."""
+        """Γ_H(I) = ln(P_expected(I) / P_observed(I)) per task, family and overall, from the registered prediction."""
         run = study.run()
         try:
             frame = analysis.horizon_residuals(run.design, context.partition_key, checkpoint_trials, natural_trials,
-                                               expected_success)
+                                               expected_success, [analysis.Estimand.declared(run.study, condition)])
         except analysis.ExpectedMismatch as exc:
             raise Failure(str(exc)) from exc
-        overall = frame[(frame["scope"] == "all") & (frame["condition"] == "baseline")].iloc[0]
+        overall = frame[frame["scope"] == "all"].iloc[0]
         return Output(frame, metadata=_meta(run, frame, gamma_all=float(overall["gamma"]),
                                             ci_low=float(overall["ci_low"]), ci_high=float(overall["ci_high"])))
 
-    @asset(ins={"horizon_residuals": AssetIn()})
-    def study_report(study: StudyResource, horizon_residuals: pd.DataFrame) -> MaterializeResult:
-        """The HTML report and summary.json: residual table, forest plot, lineage to the pre-registration."""
-        run = study.run()
-        residuals = analysis.current_residuals(run.design, horizon_residuals)
-        summary = write_summary(run.design, residuals, run.stores.summary_path)
-        report = write_report(run.design, residuals, run.stores.report_path)
-        return MaterializeResult(metadata={
-            "prereg_sha256": run.prereg_sha256, "report": str(report), "summary": str(summary),
-            "rows": len(residuals),
-        })
-
-    return [task_catalog, verifier_audit, preregistration, checkpoint_trials, stage_estimates,
-            expected_success, natural_trials, observed_success, horizon_residuals, study_report]
-
+    return [stage_estimates, expected_success, natural_trials, observed_success, horizon_residuals]

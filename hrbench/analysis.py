@@ -14,15 +14,18 @@ denominator (as the depth paper does, App. I); their number is reported beside t
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
-from hrbench.design import StudyDesign
-from hrbench.protocol import CheckpointProtocol, Study
+from hrbench.design import StudyDesign, segments, unit_name
+from hrbench.protocol import CheckpointProtocol, Decomposition, Study
 from hrbench.stats import (
-    StageGraph, TaskOutcomes, estimate_task, p_expected, residual_table, smoothed_proportion,
+    StageGraph, TaskOutcomes, estimate_task, p_expected, paired_difference, residual_table, smoothed_proportion,
     wilson_interval,
 )
 from hrbench.stats.baselines import Baseline, BaselineKind
@@ -46,6 +49,7 @@ class Estimand(BaseModel):
     protocol: CheckpointProtocol
     zero_rule: ZeroRule
     baseline_model: BaselineKind
+    decomposition: Decomposition = "stages"
 
     @classmethod
     def declared(cls, study: Study, condition: str) -> "Estimand":
@@ -55,7 +59,7 @@ class Estimand(BaseModel):
 
 
 def declared_estimands(study: Study) -> list[Estimand]:
-    return [Estimand.declared(study, c) for c in study.conditions]
+    return [Estimand.declared(study, c) for c in study.condition_names]
 
 
 def _valid(trials: pd.DataFrame) -> pd.DataFrame:
@@ -68,15 +72,16 @@ def harness_errors(trials: pd.DataFrame) -> int:
 
 
 def _checkpoint_passes(design: StudyDesign, checkpoint: pd.DataFrame, protocol: CheckpointProtocol,
-                       task: str) -> tuple[np.ndarray, ...]:
-    """0/1 outcomes per stage of this study version's checkpoint trials under a protocol, stages in path order."""
+                       task: str, decomposition: Decomposition = "stages") -> tuple[np.ndarray, ...]:
+    """0/1 outcomes per checkpoint unit (stage, or merged segment) of this study version's trials under a
+    protocol, in path order."""
     phash = protocol.protocol_hash()
     rows = _valid(checkpoint[(checkpoint["prereg_sha256"] == design.prereg_sha256) & (checkpoint["protocol"] == phash)
                              & (checkpoint["task"] == task)])
-    stages = design.task(task).stages
-    passes = tuple(rows[rows["stage"] == s.name].sort_values("trial_index")["passed"].to_numpy(dtype=np.int64)
-                   for s in stages)
-    missing = [s.name for s, p in zip(stages, passes) if p.size == 0]
+    units = [unit_name(u) for u in segments(design.task(task), decomposition)]
+    passes = tuple(rows[rows["stage"] == u].sort_values("trial_index")["passed"].to_numpy(dtype=np.int64)
+                   for u in units)
+    missing = [u for u, p in zip(units, passes) if p.size == 0]
     if missing:
         raise MissingTrials(f"no valid checkpoint trials of pre-registration {design.prereg_sha256[:12]} (protocol "
                             f"{phash}) for task {task!r}, stages {missing}: materialize checkpoint_trials for that "
@@ -95,12 +100,26 @@ def task_outcomes(design: StudyDesign, checkpoint: pd.DataFrame, natural: pd.Dat
         if t_nat.empty:
             raise MissingTrials(f"no valid natural trials of pre-registration {design.prereg_sha256[:12]} for task "
                                 f"{task.name!r} ({condition}): materialize natural_trials for that partition")
-        passes = _checkpoint_passes(design, checkpoint, estimand.protocol, task.name)
+        passes = _checkpoint_passes(design, checkpoint, estimand.protocol, task.name, estimand.decomposition)
+        depths = t_nat.sort_values("trial_index")["stages_passed"].to_numpy(dtype=np.int64)
+        # A rollout passed a merged unit when it passed the unit's last stage.
+        ends = np.array([u[-1].index + 1 for u in segments(task, estimand.decomposition)])
         outcomes.append(TaskOutcomes(
             name=task.name, family=task.family, weight=design.weight(task.name), checkpoint_passes=passes,
-            natural_depths=t_nat.sort_values("trial_index")["stages_passed"].to_numpy(dtype=np.int64),
+            natural_depths=(depths[:, None] >= ends[None, :]).sum(axis=1),
         ))
     return outcomes
+
+
+def true_probabilities(design: StudyDesign, agent: str, task: str, estimand: Estimand) -> tuple[float, float] | None:
+    """Sim truth (P_expected, P_observed) of one task under an estimand; None for non-sim agents."""
+    truth = design.truth(agent, task, estimand.condition, estimand.protocol)
+    if truth is None:
+        return None
+    if estimand.decomposition == "stages":
+        return truth.p_expected, truth.p_observed
+    units = segments(design.task(task), estimand.decomposition)
+    return math.prod(design.unit_truth(agent, task, u, estimand.protocol) for u in units), truth.p_observed
 
 
 def task_p_expected(task: Task, q: list[float], baseline_model: BaselineKind, seed: int) -> Baseline:
@@ -152,10 +171,11 @@ def expected_success(design: StudyDesign, agent: str, estimates: pd.DataFrame) -
     return design.stamp(pd.DataFrame(rows))
 
 
-def observed_success(design: StudyDesign, agent: str, checkpoint: pd.DataFrame, natural: pd.DataFrame) -> pd.DataFrame:
+def observed_success(design: StudyDesign, agent: str, checkpoint: pd.DataFrame, natural: pd.DataFrame,
+                     estimands: list[Estimand] | None = None) -> pd.DataFrame:
     """r̂_i = passed_i / reached_i per stage and P̂_observed per task, from natural rollouts."""
     rows = []
-    for est in declared_estimands(design.study):
+    for est in estimands or declared_estimands(design.study):
         for t in task_outcomes(design, checkpoint, natural, est):
             e = estimate_task(t, est.zero_rule)
             truth = design.truth(agent, t.name, est.condition, est.protocol)
@@ -211,17 +231,11 @@ def residual_frame(design: StudyDesign, agent: str, outcomes: list[TaskOutcomes]
     rows = residual_table(outcomes, zero_rule=estimand.zero_rule, n_boot=study.bootstrap.n_boot,
                           seed=study.bootstrap.seed, level=study.bootstrap.level,
                           quadrant_thresholds=study.quadrant)
-    # Truth of the same estimand: over the tasks the estimate kept (the `exclude` rule drops some).
-    kept = [t for t in outcomes if not estimate_task(t, estimand.zero_rule).excluded]
-    truths = {t.name: design.truth(agent, t.name, estimand.condition, estimand.protocol) for t in kept}
-    weights = {t.name: t.weight for t in outcomes}
-    families = {t.name: t.family for t in outcomes}
     table = pd.DataFrame([r.model_dump() for r in rows])
     table.insert(0, "condition", estimand.condition)
     table.insert(0, "agent", agent)
-    table["true_gamma"] = [
-        _true_gamma(scope, name, truths, weights, families) for scope, name in zip(table["scope"], table["name"])
-    ]
+    truth = true_gammas(design, agent, outcomes, estimand)
+    table["true_gamma"] = [truth(scope, name) for scope, name in zip(table["scope"], table["name"])]
     for column in ("stage_terms", "stage_term_ci"):
         if column in table:
             table[column] = [json.dumps(v) if v is not None else None for v in table[column]]
@@ -229,10 +243,10 @@ def residual_frame(design: StudyDesign, agent: str, outcomes: list[TaskOutcomes]
 
 
 def horizon_residuals(design: StudyDesign, agent: str, checkpoint: pd.DataFrame, natural: pd.DataFrame,
-                      expected: pd.DataFrame) -> pd.DataFrame:
+                      expected: pd.DataFrame, estimands: list[Estimand] | None = None) -> pd.DataFrame:
     """Γ̂ with intervals for every task, family and overall, per condition, from the registered P_expected."""
     frames = []
-    for est in declared_estimands(design.study):
+    for est in estimands or declared_estimands(design.study):
         outcomes = task_outcomes(design, checkpoint, natural, est)
         registered = check_registered_expected(design, outcomes, est, expected)
         table = residual_frame(design, agent, outcomes, est)
@@ -242,20 +256,30 @@ def horizon_residuals(design: StudyDesign, agent: str, checkpoint: pd.DataFrame,
     return design.stamp(pd.concat(frames, ignore_index=True))
 
 
-def _true_gamma(scope: str, name: str, truths: dict, weights: dict, families: dict) -> float | None:
-    """Truth of the same estimand: compose within task, aggregate with the same weights."""
-    if any(t is None for t in truths.values()):
-        return None
-    members = {"task": [name], "family": [t for t in truths if families[t] == name], "all": list(truths)}[scope]
-    if not members or any(m not in truths for m in members):
-        return None  # an excluded task (or a family of them) has no estimate to compare with
-    w = np.array([weights[t] for t in members])
-    p_exp = float(np.dot(w, [truths[t].p_expected for t in members]) / w.sum())
-    p_obs = float(np.dot(w, [truths[t].p_observed for t in members]) / w.sum())
-    return float(np.log(p_exp / p_obs))
+def true_gammas(design: StudyDesign, agent: str, outcomes: list[TaskOutcomes],
+                estimand: Estimand) -> Callable[[str, str], float | None]:
+    """Truth of the same estimand per (scope, name): compose within task, aggregate with the same weights,
+    over the tasks the estimate kept (the `exclude` rule drops some)."""
+    kept = [t for t in outcomes if not estimate_task(t, estimand.zero_rule).excluded]
+    truths = {t.name: true_probabilities(design, agent, t.name, estimand) for t in kept}
+    weights = {t.name: t.weight for t in outcomes}
+    families = {t.name: t.family for t in outcomes}
+
+    def gamma(scope: str, name: str) -> float | None:
+        if any(t is None for t in truths.values()):
+            return None
+        members = {"task": [name], "family": [t for t in truths if families[t] == name], "all": list(truths)}[scope]
+        if not members or any(m not in truths for m in members):
+            return None  # an excluded task (or a family of them) has no estimate to compare with
+        w = np.array([weights[t] for t in members])
+        p_exp = float(np.dot(w, [truths[t][0] for t in members]) / w.sum())
+        p_obs = float(np.dot(w, [truths[t][1] for t in members]) / w.sum())
+        return float(np.log(p_exp / p_obs))
+
+    return gamma
 
 
-def current_residuals(design: StudyDesign, residuals: pd.DataFrame) -> pd.DataFrame:
+def current_residuals(design: StudyDesign, residuals: pd.DataFrame, table: str = "horizon_residuals") -> pd.DataFrame:
     """The rows of this pre-registration and its declared agents; every declared agent must be there.
 
     A store may hold other study versions or agents (an output directory reused, a shared Dagster
@@ -265,6 +289,163 @@ def current_residuals(design: StudyDesign, residuals: pd.DataFrame) -> pd.DataFr
     declared = [a.id for a in design.study.agents]
     missing = [a for a in declared if a not in set(mine["agent"] if len(mine) else [])]
     if missing:
-        raise MissingTrials(f"no horizon_residuals of pre-registration {design.prereg_sha256[:12]} for agents "
-                            f"{missing}: materialize horizon_residuals for them first")
+        raise MissingTrials(f"no {table} of pre-registration {design.prereg_sha256[:12]} for agents "
+                            f"{missing}: materialize {table} for them first")
     return mine[mine["agent"].isin(declared)]
+
+
+@dataclass(frozen=True)
+class ReportTables:
+    """What the report and summary.json show: this pre-registration's rows only."""
+
+    residuals: pd.DataFrame
+    contrasts: pd.DataFrame
+    sweep: pd.DataFrame
+
+    @property
+    def sensitivity(self) -> pd.DataFrame:
+        return sensitivity_verdicts(self.sweep) if len(self.sweep) else pd.DataFrame()
+
+
+def current_tables(design: StudyDesign, residuals: pd.DataFrame, contrasts: pd.DataFrame,
+                   sweep: pd.DataFrame) -> ReportTables:
+    """Residuals (every declared condition), contrasts and the sweep of this pre-registration and its agents."""
+    residuals = current_residuals(design, residuals)
+    missing = sorted(set(design.study.condition_names) - set(residuals["condition"]))
+    if missing:
+        raise MissingTrials(f"no horizon_residuals of conditions {missing}: materialize them first")
+    interventions = len(design.study.condition_names) > 1
+    return ReportTables(
+        residuals=residuals,
+        contrasts=current_residuals(design, contrasts, "intervention_contrasts") if interventions else contrasts,
+        sweep=current_residuals(design, sweep, "sensitivity_sweep"),
+    )
+
+
+# -- interventions and sensitivity ------------------------------------------------------------------
+
+
+def intervention_contrasts(design: StudyDesign, agent: str, checkpoint: pd.DataFrame,
+                           natural: pd.DataFrame) -> pd.DataFrame:
+    """ΔΓ(I) = Γ(baseline) − Γ(I) per condition, task, family and overall, with paired intervals over tasks.
+
+    Each side keeps its own P_expected and P_observed (paper §3.3); the pairing redraws the same
+    tasks for both sides (stats.paired_difference). Task rows carry the change of every stage term
+    ln(q̂_i / r̂_i), so a contrast says at which stage the intervention moved the residual.
+    """
+    study = design.study
+    base = Estimand.declared(study, "baseline")
+    base_outcomes = task_outcomes(design, checkpoint, natural, base)
+    base_truth = true_gammas(design, agent, base_outcomes, base)
+    frames = []
+    for condition in study.condition_names:
+        if condition == "baseline":
+            continue
+        est = Estimand.declared(study, condition)
+        outcomes = task_outcomes(design, checkpoint, natural, est)
+        rows = paired_difference(base_outcomes, outcomes, zero_rule=study.zero_rule, n_boot=study.bootstrap.n_boot,
+                                 seed=study.bootstrap.seed, level=study.bootstrap.level)
+        truth = true_gammas(design, agent, outcomes, est)
+        terms = {a.name: _term_changes(a, b, study.zero_rule) for a, b in zip(base_outcomes, outcomes)}
+        table = pd.DataFrame([r.model_dump() for r in rows]).rename(columns={"delta": "delta_gamma"})
+        table.insert(0, "condition", condition)
+        table.insert(0, "agent", agent)
+        table["true_delta_gamma"] = [_difference(base_truth(s, n), truth(s, n))
+                                     for s, n in zip(table["scope"], table["name"])]
+        table["delta_stage_terms"] = [json.dumps(terms[n]) if s == "task" else None
+                                      for s, n in zip(table["scope"], table["name"])]
+        frames.append(table)
+    if not frames:
+        return design.stamp(pd.DataFrame(columns=["agent", "condition", "scope", "name", "delta_gamma"]))
+    return design.stamp(pd.concat(frames, ignore_index=True))
+
+
+def _term_changes(base: TaskOutcomes, other: TaskOutcomes, zero_rule: ZeroRule) -> list[float | None]:
+    a, b = estimate_task(base, zero_rule).stage_terms, estimate_task(other, zero_rule).stage_terms
+    return [_difference(x, y) for x, y in zip(a, b)]
+
+
+def _difference(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else float(a - b)
+
+
+SWEEP_DIMENSIONS = ("protocol", "baseline_model", "zero_rule", "decomposition")
+
+
+def sensitivity_estimands(study: Study) -> list[Estimand]:
+    """Every admissible choice for the baseline condition: protocols × baseline models × zero rules × decompositions."""
+    models = list(dict.fromkeys([study.baseline_model, *study.sensitivity.baseline_models]))
+    rules = list(dict.fromkeys([study.zero_rule, *study.sensitivity.zero_rules]))
+    return [Estimand(condition="baseline", protocol=p, zero_rule=z, baseline_model=b, decomposition=d)
+            for p in study.admissible_protocols() for b in models for z in rules for d in study.decompositions()]
+
+
+def sensitivity_sweep(design: StudyDesign, agent: str, checkpoint: pd.DataFrame, natural: pd.DataFrame) -> pd.DataFrame:
+    """Γ of the baseline condition under every admissible choice, per task, family and overall.
+
+    The baseline models differ only in how P_expected is composed from the same q̂: on a task's path
+    without retries the simulator and the oracle-scaffolded product equal the product (each checked per
+    task, as in `check_registered_expected`), so one residual table serves them all.
+    """
+    frames, tables = [], {}
+    for est in sensitivity_estimands(design.study):
+        key = (est.protocol.protocol_hash(), est.zero_rule, est.decomposition)
+        if key not in tables:
+            outcomes = task_outcomes(design, checkpoint, natural, est)
+            tables[key] = (outcomes, residual_frame(design, agent, outcomes, est))
+        outcomes, table = tables[key]
+        _check_model_agrees(design, outcomes, est)
+        table = table[["agent", "scope", "name", "gamma", "ci_low", "ci_high", "true_gamma"]].copy()
+        table.insert(2, "protocol", _protocol_label(design.study, est.protocol))
+        table.insert(3, "protocol_hash", est.protocol.protocol_hash())
+        table.insert(4, "baseline_model", est.baseline_model)
+        table.insert(5, "zero_rule", est.zero_rule)
+        table.insert(6, "decomposition", est.decomposition)
+        frames.append(table)
+    return design.stamp(pd.concat(frames, ignore_index=True))
+
+
+def _check_model_agrees(design: StudyDesign, outcomes: list[TaskOutcomes], est: Estimand) -> None:
+    if est.baseline_model != "checkpoint_simulator":
+        return
+    for t in outcomes:
+        q = estimate_task(t, est.zero_rule).q
+        sim = p_expected(q, "checkpoint_simulator", StageGraph.path(q), seed=design.study.seed)
+        if abs(sim.p_expected - p_expected(q, "product").p_expected) > 4 * (sim.mc_se or 0.0) + 1e-12:
+            raise ExpectedMismatch(f"task {t.name!r}: the checkpoint simulator and the product disagree under "
+                                   f"{est.decomposition}/{est.zero_rule}; the sweep resamples the product")
+
+
+def _protocol_label(study: Study, protocol: CheckpointProtocol) -> str:
+    """A protocol by what differs from the declared one (`declared` for itself)."""
+    declared = study.checkpoint.model_dump()
+    diff = {k: v for k, v in protocol.model_dump().items() if declared[k] != v and k != "budget"}
+    return ",".join(f"{k}={v}" for k, v in sorted(diff.items())) or "declared"
+
+
+def sensitivity_verdicts(sweep: pd.DataFrame) -> pd.DataFrame:
+    """Per agent and scope: the range of Γ over the admissible set, a verdict, and the choice that drives it.
+
+    `robust positive` / `robust negative`: every choice's interval excludes 0 on that side;
+    `robust null`: every choice's interval contains 0; otherwise `not robust`. The driver is the
+    dimension whose choices move the mean Γ most (`none` when nothing moves it).
+    """
+    rows = []
+    for (agent, scope, name), group in sweep.groupby(["agent", "scope", "name"], sort=False):
+        low, high = group["ci_low"].astype(float), group["ci_high"].astype(float)
+        if (low > 0).all():
+            verdict = "robust positive"
+        elif (high < 0).all():
+            verdict = "robust negative"
+        elif ((low <= 0) & (high >= 0)).all():
+            verdict = "robust null"
+        else:
+            verdict = "not robust"
+        gamma = group["gamma"].astype(float)
+        spread = {d: float(np.ptp(group.groupby(d)["gamma"].mean().to_numpy(dtype=float)))
+                  for d in SWEEP_DIMENSIONS if group[d].nunique() > 1}
+        driver = max(spread, key=spread.get) if spread and max(spread.values()) > 0 else "none"
+        rows.append({"agent": agent, "scope": scope, "name": name, "gamma_min": float(gamma.min()),
+                     "gamma_max": float(gamma.max()), "verdict": verdict, "driver": driver,
+                     "n_choices": int(len(group)), "true_gamma": group["true_gamma"].iloc[0]})
+    return pd.DataFrame(rows)

@@ -72,19 +72,25 @@ def run(study: Path = typer.Argument(..., help="study YAML file"),
 def report(study: Path = typer.Argument(..., help="study YAML file"),
            out: Path = typer.Option(Path("out"), help="output directory of that study's run")) -> None:
     """Re-render report.html and summary.json from the stored residual tables (no trials run)."""
-    from hrbench.analysis import MissingTrials, current_residuals
+    import pandas as pd
+
+    from hrbench.analysis import MissingTrials, current_tables
     from hrbench.report.html import write_report
     from hrbench.report.summary import write_summary
     from hrbench.study_run import StudyRun
 
     try:
         run = StudyRun.from_file(study, out, progress=False)
-        residuals = current_residuals(run.design, run.stores.read_all("horizon_residuals"))
+        stores = run.stores
+        tables = current_tables(
+            run.design,
+            pd.concat([stores.read_all(stores.table_name("horizon_residuals", c)) for c in run.study.condition_names]),
+            stores.read_all("intervention_contrasts"), stores.read_all("sensitivity_sweep"))
     except (StudyError, TaskError, MissingTrials) as exc:
         err.print(f"[red]error:[/] {exc}; run `hrbench run {study} --out {out}` first")
         raise typer.Exit(1) from exc
-    console.print(f"report: {write_report(run.design, residuals, run.stores.report_path)}")
-    console.print(f"summary: {write_summary(run.design, residuals, run.stores.summary_path)}")
+    console.print(f"report: {write_report(run.design, tables, run.stores.report_path)}")
+    console.print(f"summary: {write_summary(run.design, tables, run.stores.summary_path)}")
 
 
 @app.command()

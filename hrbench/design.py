@@ -11,12 +11,24 @@ from pathlib import Path
 
 import pandas as pd
 
-from hrbench.agents.sim import SimTruth, sim_truth
+from hrbench.agents.sim import SimTruth, segment_truth, sim_truth
 from hrbench.agents.specs import SimAgentSpec
 from hrbench.preregistration import Preregistration, freeze
-from hrbench.protocol import CheckpointProtocol, LoadedStudy, load_study
+from hrbench.protocol import CheckpointProtocol, Decomposition, LoadedStudy, load_study
 from hrbench.tasks.loader import load_registry
-from hrbench.tasks.model import Task
+from hrbench.tasks.model import Stage, Task
+
+
+def segments(task: Task, decomposition: Decomposition) -> list[tuple[Stage, ...]]:
+    """The checkpoint units of a task: every stage, or adjacent pairs (an odd last stage alone)."""
+    if decomposition == "stages":
+        return [(s,) for s in task.stages]
+    return [tuple(task.stages[i:i + 2]) for i in range(0, task.n_stages, 2)]
+
+
+def unit_name(unit: tuple[Stage, ...]) -> str:
+    """The `stage` of a checkpoint trial over these stages: the stage name, or names joined by '+'."""
+    return "+".join(s.name for s in unit)
 
 
 class StudyDesign:
@@ -69,6 +81,15 @@ class StudyDesign:
                     "content_sha256": t.content_hash(),
                 })
         return self.stamp(pd.DataFrame(rows))
+
+    def unit_truth(self, agent: str, task: str, unit: tuple[Stage, ...], protocol: CheckpointProtocol) -> float | None:
+        """True pass probability of a checkpoint unit (a stage or a merged segment); None for non-sim agents."""
+        spec = self.study.agent(agent)
+        if not isinstance(spec, SimAgentSpec):
+            return None
+        if len(unit) == 1:
+            return sim_truth(spec.sim, self.task(task), self.study.condition("baseline"), protocol).q[unit[0].index]
+        return segment_truth(spec.sim, self.task(task), [s.index for s in unit], protocol)
 
     def truth(self, agent: str, task: str, condition: str = "baseline",
               protocol: CheckpointProtocol | None = None) -> SimTruth | None:

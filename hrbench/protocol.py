@@ -86,26 +86,54 @@ class CheckpointProtocol(Frozen):
         return sha256_json(self.model_dump(mode="json"))[:12]
 
 
+class CheckpointVariant(Frozen):
+    """A checkpoint protocol stated as changes to the declared one (fields left out stay as declared)."""
+
+    state: Literal["oracle_replay", "solution_conditioned"] | None = None
+    history: Literal["fresh", "matched", "compacted"] | None = None
+    information: Literal["stage_given", "goal_only"] | None = None
+
+    def apply(self, declared: CheckpointProtocol) -> CheckpointProtocol:
+        changes = {k: v for k, v in self.model_dump().items() if v is not None}
+        return CheckpointProtocol.model_validate({**declared.model_dump(), **changes}) if changes else declared
+
+
 class Condition(Frozen):
-    """An intervention: its natural-rollout policies and its matched checkpoint protocol."""
+    """An intervention as a declared pair: its natural-rollout policy and its matched checkpoint protocol."""
 
-    name: str
-    history: HistoryPolicy
-    state: StatePolicy
-    checkpoint_history: Literal["fresh", "matched", "compacted"] | None = None  # None = as declared
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_]*$", description="names the condition's assets and rows")
+    history: HistoryPolicy = Field(description="natural rollouts: what the agent sees at a stage boundary")
+    state: StatePolicy = Field(description="natural rollouts: what the workspace holds at a stage boundary")
+    checkpoint: CheckpointVariant = Field(
+        CheckpointVariant(), description="its checkpoint protocol, as changes to the study's `checkpoint`")
 
 
-# DESIGN §6 table: each condition has its own P_expected(I) and P_observed(I).
+# DESIGN §6 table: each condition has its own P_expected(I) and P_observed(I). The one place the
+# built-in conditions are declared; a study may declare its own variants beside them.
 CONDITIONS: dict[str, Condition] = {
     "baseline": Condition(name="baseline", history=HistoryPolicy.full, state=StatePolicy.own),
-    "context_reset": Condition(
-        name="context_reset", history=HistoryPolicy.reset, state=StatePolicy.own, checkpoint_history="fresh"
-    ),
-    "state_repair": Condition(name="state_repair", history=HistoryPolicy.full, state=StatePolicy.repair),
-    "compaction": Condition(
-        name="compaction", history=HistoryPolicy.compact, state=StatePolicy.own, checkpoint_history="compacted"
-    ),
+    "context_reset": Condition(name="context_reset", history=HistoryPolicy.reset, state=StatePolicy.own,
+                               checkpoint=CheckpointVariant(history="fresh")),
+    "state_repair": Condition(name="state_repair", history=HistoryPolicy.full, state=StatePolicy.repair,
+                              checkpoint=CheckpointVariant(state="oracle_replay")),
+    "compaction": Condition(name="compaction", history=HistoryPolicy.compact, state=StatePolicy.own,
+                            checkpoint=CheckpointVariant(history="compacted")),
 }
+
+Decomposition = Literal["stages", "pairs"]
+
+
+class Sensitivity(Frozen):
+    """The admissible set of the sensitivity sweep, beside the declared choices (which are always in it)."""
+
+    protocols: list[CheckpointVariant] = Field(
+        default_factory=list, description="other admissible checkpoint protocols (each runs its own trials)")
+    baseline_models: list[BaselineKind] = Field(default_factory=list)
+    zero_rules: list[ZeroRule] = Field(default_factory=list)
+    decompositions: list[Decomposition] = Field(
+        default_factory=list,
+        description="'pairs': adjacent stages merged, each pair one checkpoint trial from the pair's start "
+                    "(runs its own trials); 'stages' (every stage its own checkpoint) is the declared one")
 
 
 class TaskSelection(Frozen):
@@ -141,9 +169,12 @@ class Study(Frozen):
     description: str = ""
     tasks: TaskSelection = TaskSelection()
     agents: list[AgentSpec] = Field(min_length=1)
-    conditions: list[str] = Field(default_factory=lambda: ["baseline"])
+    conditions: list[Condition] = Field(
+        default_factory=lambda: [CONDITIONS["baseline"]],
+        description="built-in condition names, or {name, history, state, checkpoint} mappings for variants")
     checkpoint: CheckpointProtocol = CheckpointProtocol()
     baseline_model: BaselineKind = "product"
+    sensitivity: Sensitivity = Sensitivity()
     trials: Trials = Trials()
     zero_rule: ZeroRule = "jeffreys"
     bootstrap: BootstrapSettings = BootstrapSettings()
@@ -153,19 +184,30 @@ class Study(Frozen):
         4, ge=1, le=64, description="trials run at once inside one partition (they mostly wait on sandboxes)"
     )
 
+    @field_validator("conditions", mode="before")
+    @classmethod
+    def _named_conditions(cls, value: object) -> object:
+        if not isinstance(value, list):
+            return value
+        unknown = [c for c in value if isinstance(c, str) and c not in CONDITIONS]
+        if unknown:
+            raise ValueError(f"unknown condition(s) {unknown}; choose from {sorted(CONDITIONS)} or declare a "
+                             "variant as {name, history, state, checkpoint}")
+        return [CONDITIONS[c] if isinstance(c, str) else c for c in value]
+
     @field_validator("conditions")
     @classmethod
-    def _known_conditions(cls, value: list[str]) -> list[str]:
-        unknown = [c for c in value if c not in CONDITIONS]
-        if unknown:
-            raise ValueError(f"unknown condition(s) {unknown}; choose from {sorted(CONDITIONS)}")
-        if "baseline" not in value:
+    def _known_conditions(cls, value: list[Condition]) -> list[Condition]:
+        names = [c.name for c in value]
+        if "baseline" not in names:
             raise ValueError("conditions must include 'baseline'")
+        if len(set(names)) != len(names):
+            raise ValueError(f"condition names must be unique; repeated: {sorted({n for n in names if names.count(n) > 1})}")
         return value
 
     @model_validator(mode="after")
     def _runnable(self) -> "Study":
-        if any(self.checkpoint_protocol(c).history == "matched" for c in self.conditions):
+        if any(p.history == "matched" for p in self.checkpoint_protocols().values()):
             # Matched prefixes come from recorded natural rollouts, but the asset graph fixes
             # P_expected before any natural rollout exists: the two orders cannot both hold.
             raise ValueError("checkpoint.history 'matched' is not supported in studies yet (it needs natural "
@@ -191,15 +233,37 @@ class Study(Frozen):
                 return spec
         raise KeyError(f"study {self.name!r} declares no agent {agent_id!r}")
 
+    @property
+    def condition_names(self) -> list[str]:
+        return [c.name for c in self.conditions]
+
     def condition(self, name: str) -> Condition:
-        return CONDITIONS[name]
+        for c in self.conditions:
+            if c.name == name:
+                return c
+        raise KeyError(f"study {self.name!r} declares no condition {name!r}")
 
     def checkpoint_protocol(self, condition: str) -> CheckpointProtocol:
         """The matched checkpoint protocol of a condition (DESIGN §6 table)."""
-        override = CONDITIONS[condition].checkpoint_history
-        if override is None:
-            return self.checkpoint
-        return self.checkpoint.model_copy(update={"history": override})
+        return self.condition(condition).checkpoint.apply(self.checkpoint)
+
+    def admissible_protocols(self) -> list[CheckpointProtocol]:
+        """The sweep's checkpoint protocols: the declared one, then the admissible variants (distinct)."""
+        found: dict[str, CheckpointProtocol] = {}
+        for p in [self.checkpoint] + [v.apply(self.checkpoint) for v in self.sensitivity.protocols]:
+            found.setdefault(p.protocol_hash(), p)
+        return list(found.values())
+
+    def checkpoint_protocols(self) -> dict[str, CheckpointProtocol]:
+        """Every distinct checkpoint protocol whose trials the study runs, by hash (conditions, then sweep)."""
+        found: dict[str, CheckpointProtocol] = {}
+        for p in [self.checkpoint_protocol(c) for c in self.condition_names] + self.admissible_protocols():
+            found.setdefault(p.protocol_hash(), p)
+        return found
+
+    def decompositions(self) -> list[Decomposition]:
+        """The sweep's decompositions: every stage its own checkpoint (declared), then the admissible others."""
+        return list(dict.fromkeys(["stages", *self.sensitivity.decompositions]))
 
 
 class LoadedStudy(BaseModel):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hrbench.agents.base import Message
 from hrbench.agents.factory import make_agent
-from hrbench.design import StudyDesign
+from hrbench.design import StudyDesign, segments, unit_name
 from hrbench.envs.registry import Backend, BackendOptions, make_backend
 from hrbench.harness.journal import run_trials
 from hrbench.harness.records import TrialRecord, TrialSpec
@@ -21,6 +21,7 @@ from hrbench.harness.trials import natural_protocol, run_checkpoint_trial, run_n
 from hrbench.protocol import HistoryPolicy
 from hrbench.stores import StudyStores
 from hrbench.tasks.audit import StageAudit, audit_task
+from hrbench.tasks.model import Stage
 
 
 class TrialRunner:
@@ -40,28 +41,48 @@ class TrialRunner:
 
     # -- which trials -------------------------------------------------------------------------
 
-    def checkpoint_specs(self, agent: str, task: str) -> list[TrialSpec]:
-        """m_i trials per stage for every distinct checkpoint protocol the conditions need."""
+    def protocol_labels(self) -> dict[str, str]:
+        """Each distinct checkpoint protocol (by hash) and the condition its trials are labelled with.
+
+        Conditions sharing a protocol share its trials (labelled with the first such condition); a
+        protocol only the sensitivity sweep needs is labelled `sensitivity`.
+        """
         study = self.design.study
-        # Conditions sharing a protocol share its trials; they are labelled with the first such condition.
-        protocols: dict[str, str] = {}
-        for c in study.conditions:
-            protocols.setdefault(study.checkpoint_protocol(c).protocol_hash(), c)
+        labels: dict[str, str] = {}
+        for c in study.condition_names:
+            labels.setdefault(study.checkpoint_protocol(c).protocol_hash(), c)
+        for p in study.admissible_protocols():
+            labels.setdefault(p.protocol_hash(), "sensitivity")
+        return labels
+
+    def checkpoint_units(self, task: str, protocol_hash: str) -> list[tuple[Stage, ...]]:
+        """The stages (and merged segments) a protocol's checkpoint trials start from."""
+        study, t = self.design.study, self.design.task(task)
+        units = segments(t, "stages")
+        sweep = {p.protocol_hash() for p in study.admissible_protocols()}
+        for d in study.decompositions():
+            if d != "stages" and protocol_hash in sweep:
+                units += [u for u in segments(t, d) if len(u) > 1 and u not in units]
+        return units
+
+    def checkpoint_specs(self, agent: str, task: str) -> list[TrialSpec]:
+        """m_i trials per checkpoint unit for every distinct checkpoint protocol the study needs."""
         return [
             TrialSpec(prereg_sha256=self.design.prereg_sha256, agent=agent, condition=condition, protocol=phash,
-                      task=task, kind="checkpoint", stage=s.name, trial_index=i)
-            for phash, condition in protocols.items()
-            for s in self.design.task(task).stages
-            for i in range(study.trials.checkpoint)
+                      task=task, kind="checkpoint", stage=unit_name(unit), trial_index=i)
+            for phash, condition in self.protocol_labels().items()
+            for unit in self.checkpoint_units(task, phash)
+            for i in range(self.design.study.trials.checkpoint)
         ]
 
-    def natural_specs(self, agent: str, task: str) -> list[TrialSpec]:
+    def natural_specs(self, agent: str, task: str, condition: str | None = None) -> list[TrialSpec]:
+        """m_0 rollouts per condition (of one condition when given)."""
         study = self.design.study
         return [
             TrialSpec(prereg_sha256=self.design.prereg_sha256, agent=agent, condition=c,
                       protocol=natural_protocol(study.condition(c)), task=task, kind="natural",
                       stage=None, trial_index=i)
-            for c in study.conditions
+            for c in ([condition] if condition else study.condition_names)
             for i in range(study.trials.natural)
         ]
 
@@ -75,17 +96,19 @@ class TrialRunner:
 
     def run_checkpoint_trials(self, agent: str, task: str) -> list[TrialRecord]:
         study, t = self.design.study, self.design.task(task)
+        protocols = study.checkpoint_protocols()
 
         def execute(spec: TrialSpec) -> TrialRecord:
             return run_checkpoint_trial(spec, t, make_agent(study.agent(agent)), self.backend,
-                                        study.checkpoint_protocol(spec.condition), study.seed,
+                                        protocols[spec.protocol], study.seed,
                                         trajectory_dir=self.stores.trajectory_dir,
                                         matched_prefix=lambda stage: self.matched_prefix(spec, stage))
 
         return run_trials(self.checkpoint_specs(agent, task), execute, self._journal("checkpoint", agent, task),
                           study.concurrency, f"checkpoint {agent} {task}", self.progress)
 
-    def run_natural_trials(self, agent: str, task: str) -> list[TrialRecord]:
+    def run_natural_trials(self, agent: str, task: str, condition: str | None = None) -> list[TrialRecord]:
+        """The natural rollouts of one condition (every condition when None), each condition its own journal."""
         study, t = self.design.study, self.design.task(task)
 
         def execute(spec: TrialSpec) -> TrialRecord:
@@ -93,16 +116,21 @@ class TrialRunner:
                                      study.condition(spec.condition), study.checkpoint.budget, study.seed,
                                      trajectory_dir=self.stores.trajectory_dir)
 
-        return run_trials(self.natural_specs(agent, task), execute, self._journal("natural", agent, task),
-                          study.concurrency, f"natural {agent} {task}", self.progress)
+        records = []
+        for c in [condition] if condition else study.condition_names:
+            records += run_trials(self.natural_specs(agent, task, c), execute,
+                                  self._journal("natural", agent, task, c), study.concurrency,
+                                  f"natural {c} {agent} {task}", self.progress)
+        return records
 
-    def _journal(self, kind: str, agent: str, task: str):
-        return self.stores.journal(self.design.prereg_sha256, kind, agent, task)
+    def _journal(self, kind: str, agent: str, task: str, condition: str | None = None):
+        return self.stores.journal(self.design.prereg_sha256, kind, agent, task, condition)
 
     def matched_prefix(self, spec: TrialSpec, stage_index: int) -> list[Message] | None:
         """A `matched` checkpoint's transcript: from this agent's journaled natural rollouts under full history."""
-        rows = sorted((r for r in self._journal("natural", spec.agent, spec.task).load().values()
-                       if r.trajectory_path and self.design.study.condition(r.condition).history
-                       in (HistoryPolicy.full, HistoryPolicy.matched)), key=lambda r: r.trial_key)
+        study = self.design.study
+        full = [c.name for c in study.conditions if c.history in (HistoryPolicy.full, HistoryPolicy.matched)]
+        rows = sorted((r for c in full for r in self._journal("natural", spec.agent, spec.task, c).load().values()
+                       if r.trajectory_path), key=lambda r: r.trial_key)
         paths = [self.stores.out_dir / Path(r.trajectory_path) for r in rows if r.stages_passed >= stage_index]
         return load_matched_prefix(paths, stage_index, spec.trial_index)

@@ -25,10 +25,11 @@ def simulated_trials(design: StudyDesign, runner: TrialRunner, agent: str,
                      rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(checkpoint, natural) trial tables of a sim agent for every task, as the runner would key them."""
     checkpoint, natural = [], []
+    protocols = design.study.checkpoint_protocols()
     for task in design.tasks:
         for spec in runner.checkpoint_specs(agent, task.name):
-            truth = design.truth(agent, task.name, spec.condition)
-            passed = bool(rng.random() < truth.q[task.stage(spec.stage).index])
+            unit = tuple(task.stage(name) for name in (spec.stage or "").split("+"))
+            passed = bool(rng.random() < design.unit_truth(agent, task.name, unit, protocols[spec.protocol]))
             checkpoint.append(_row(spec, passed, int(passed)))
         for spec in runner.natural_specs(agent, task.name):
             truth = design.truth(agent, task.name, spec.condition)

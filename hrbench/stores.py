@@ -1,7 +1,8 @@
 """The stores of one study's output directory: the one home of its layout.
 
     OUT/preregistration.json       the frozen protocol (one study version per directory)
-    OUT/tables/<asset>/...         parquet tables (through a `TableStore`)
+    OUT/tables/<asset>/...         parquet tables (through a `TableStore`); a condition's own
+                                   assets under OUT/tables/<condition>/<asset>/...
     OUT/journal/<prereg16>/...     trial journals (resume, crash safety)
     OUT/trajectories/<trial key>   ATIF trajectories, referenced from the trial rows
     OUT/cache/                     sandbox snapshots of the environment backend
@@ -74,8 +75,10 @@ class StudyStores:
 
     # -- journals and trajectories ------------------------------------------------------------
 
-    def journal(self, prereg_sha256: str, kind: str, agent: str, task: str) -> TrialJournal:
-        return TrialJournal(self.out_dir / "journal" / prereg_sha256[:16] / kind / agent / f"{task}.jsonl")
+    def journal(self, prereg_sha256: str, kind: str, agent: str, task: str, condition: str | None = None) -> TrialJournal:
+        """The journal of one partition (natural rollouts: of one condition, each its own asset)."""
+        base = self.out_dir / "journal" / prereg_sha256[:16] / kind
+        return TrialJournal((base / condition if condition else base) / agent / f"{task}.jsonl")
 
     def trajectory_path(self, trial_key: str) -> Path:
         return self.trajectory_dir / trajectory_relpath(trial_key)
@@ -88,6 +91,11 @@ class StudyStores:
             return str(path)
 
     # -- tables -----------------------------------------------------------------------------
+
+    @staticmethod
+    def table_name(asset: str, condition: str | None = None) -> str:
+        """A table's name in the store: per-condition assets live under their condition."""
+        return f"{condition}/{asset}" if condition else asset
 
     def read_all(self, asset: str) -> pd.DataFrame:
         """Every stored partition of a table, concatenated (empty if none is stored)."""

@@ -27,10 +27,11 @@ def build_definitions(study_path: str | Path, out_dir: str | Path, progress: boo
         new = [a for a in declared_agents if a not in known]
         return SensorResult(dynamic_partitions_requests=[AGENTS.build_add_request(new)] if new else [])
 
-    assets = build_study_assets(agent_task)
+    conditions = loaded.study.condition_names
+    assets = build_study_assets(agent_task, conditions)
     return Definitions(
         assets=assets,
-        asset_checks=build_study_checks(agent_task),
+        asset_checks=build_study_checks(agent_task, conditions),
         sensors=[agent_partitions_sensor],
         resources={
             "study": StudyResource(study_path=str(Path(study_path).resolve()), out_dir=str(Path(out_dir).resolve()),

@@ -1,8 +1,9 @@
 """Materialize a whole study in-process, in the order the method requires.
 
-Order: catalog -> audit -> preregistration -> checkpoint trials (every agent x task)
--> stage estimates -> expected success -> natural trials -> observed -> residuals
--> report. Each step is a Dagster run on a persistent instance under OUT/.dagster,
+Order: catalog -> audit -> preregistration -> checkpoint trials (every agent x task, every
+distinct protocol) -> per condition: stage estimates -> expected success -> natural trials ->
+observed -> residuals -> contrasts and sensitivity -> report. The conditions of one partition
+go together in one Dagster run (each its own branch of assets and checks). Each step is a Dagster run on a persistent instance under OUT/.dagster,
 so `hrbench ui --out OUT` shows the lineage, and a killed run resumes from the
 trial journals.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dagster import AssetSelection, DagsterEventType, DagsterInstance, MultiPartitionKey, materialize
+from dagster import AssetKey, AssetSelection, DagsterEventType, DagsterInstance, MultiPartitionKey, materialize
 from rich.console import Console
 
 from hrbench.stores import StudyStores
@@ -50,7 +51,12 @@ def run_study(study_path: str | Path, out_dir: str | Path, console: Console | No
     assets = list(defs.assets or []) + list(defs.asset_checks or [])
     resources = defs.resources
 
-    def step(names: list[str], partition: str | None = None, label: str = "") -> None:
+    conditions = run.study.condition_names
+
+    def per_condition(*names: str) -> list[AssetKey]:
+        return [AssetKey([c, n]) for c in conditions for n in names]
+
+    def step(names: list[str | AssetKey], partition: str | None = None, label: str = "") -> None:
         result = materialize(assets, selection=AssetSelection.assets(*names), partition_key=partition,
                              instance=instance, resources=resources, raise_on_error=False, run_config=QUIET,
                              tags={"hrbench/study": run.study.name})
@@ -60,7 +66,7 @@ def run_study(study_path: str | Path, out_dir: str | Path, console: Console | No
             for event in result.all_events:
                 if event.event_type == DagsterEventType.STEP_FAILURE and event.step_failure_data.error:
                     reasons.append(event.step_failure_data.error.message.strip())
-            raise StudyFailed(f"{label or ','.join(names)} failed:\n" + "\n".join(reasons))
+            raise StudyFailed(f"{label or ','.join(map(str, names))} failed:\n" + "\n".join(reasons))
 
     console.print(f"[bold]study[/] {run.study.name}  tasks={len(run.design.tasks)} agents={len(agents)}  out={out}")
     step(["task_catalog", "verifier_audit", "preregistration"], label="catalog, audit and pre-registration")
@@ -69,11 +75,13 @@ def run_study(study_path: str | Path, out_dir: str | Path, console: Console | No
         for task in run.design.tasks:
             step(["checkpoint_trials"], str(MultiPartitionKey({"agent": agent, "task": task.name})),
                  f"checkpoint trials {agent}/{task.name}")
-        step(["stage_estimates", "expected_success"], agent, f"expected success {agent}")
+        step(per_condition("stage_estimates", "expected_success"), agent, f"expected success {agent}")
         for task in run.design.tasks:
-            step(["natural_trials"], str(MultiPartitionKey({"agent": agent, "task": task.name})),
+            step(per_condition("natural_trials"), str(MultiPartitionKey({"agent": agent, "task": task.name})),
                  f"natural trials {agent}/{task.name}")
-        step(["observed_success", "horizon_residuals"], agent, f"residuals {agent}")
+        contrasts = ["intervention_contrasts"] if len(conditions) > 1 else []
+        step(per_condition("observed_success", "horizon_residuals") + contrasts + ["sensitivity_sweep"],
+             agent, f"residuals, contrasts and sensitivity {agent}")
         console.print(f"  agent {agent}: done")
     step(["study_report"], label="report")
     return run

@@ -37,6 +37,11 @@ def _partition(context: InputContext | OutputContext, key: str | None) -> tuple[
     return tuple(key.split("|"))
 
 
+def _table(context: InputContext | OutputContext) -> str:
+    # A condition's assets (`context_reset/natural_trials`) are tables under their condition.
+    return "/".join(context.asset_key.path)
+
+
 class TableIOManager(ConfigurableIOManager):
     """Parquet tables through a pluggable `TableStore` (a local directory by default)."""
 
@@ -47,11 +52,11 @@ class TableIOManager(ConfigurableIOManager):
 
     def handle_output(self, context: OutputContext, obj: pd.DataFrame) -> None:
         key = context.partition_key if context.has_asset_partitions else None
-        address = self.store().write(context.asset_key.path[-1], _partition(context, key), obj)
+        address = self.store().write(_table(context), _partition(context, key), obj)
         context.add_output_metadata({"path": address, "rows": len(obj)})
 
     def load_input(self, context: InputContext) -> pd.DataFrame:
-        asset = context.asset_key.path[-1]
+        asset = _table(context)
         if not context.has_asset_partitions:
             return self.store().read(asset, ())
         keys = context.asset_partition_keys

@@ -17,15 +17,20 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def test_demo_study_is_valid_and_declares_two_sim_agents():
+def test_demo_study_is_valid_and_declares_three_sim_agents_and_four_conditions():
     study = load_study(DEMO_STUDY).study
-    assert [a.kind for a in study.agents] == ["sim", "sim"]
-    assert study.zero_rule == "jeffreys" and study.conditions == ["baseline"]
+    assert [a.kind for a in study.agents] == ["sim", "sim", "sim"]
+    assert study.zero_rule == "jeffreys"
+    assert study.condition_names == ["baseline", "context_reset", "state_repair", "compaction"]
 
 
 @pytest.mark.parametrize("body, message", [
     ("name: x\nagents: []\n", "agents: List should have at least 1 item"),
     ("name: x\nagents: [{id: a, kind: sim}]\nconditions: [baseline, nap]\n", "unknown condition"),
+    ("name: x\nagents: [{id: a, kind: sim}]\nconditions: [context_reset]\n", "must include 'baseline'"),
+    ("name: x\nagents: [{id: a, kind: sim}]\nconditions: [baseline, baseline]\n", "condition names must be unique"),
+    ("name: x\nagents: [{id: a, kind: sim}]\nconditions: [baseline, {name: r2, history: reset}]\n", "conditions.1.state"),
+    ("name: x\nagents: [{id: a, kind: sim}]\nsensitivity: {zero_rules: [laplace]}\n", "sensitivity.zero_rules"),
     ("name: x\nagents: [{id: a, kind: sim}, {id: a, kind: nop}]\n", "agent ids must be unique"),
     ("name: x\nagents: [{id: A!, kind: sim}]\n", "agents.0.sim.id"),
     ("name: x\nagents: [{id: a, kind: sim}]\ncheckpoint: {state: solution_conditioned}\n", "not supported yet"),

@@ -131,3 +131,16 @@ def sim_truth(params: SimParams, task: Task, condition: Condition, checkpoint: C
         gamma=math.log(p_exp / p_obs),
     )
 
+
+
+def segment_truth(params: SimParams, task: Task, indices: list[int], checkpoint: CheckpointProtocol) -> float:
+    """P(a merged checkpoint segment passes): its stages in order from the oracle state before the first,
+    starting with the protocol's history, history kept and own state inside the segment."""
+    skill = task_skill(params, task.name)
+    lam, delta, kappa = params.context_rot, params.defect_rate, params.defect_penalty
+    w_ck = _history_weight(checkpoint.history, params.compaction_retention)
+    first, length = indices[0], len(indices)
+    prob = math.prod(min(1.0, skill * math.exp(-lam * (w_ck * first + n))) for n in range(length))
+    for j in range(1, length):  # a defect left inside the segment lowers its later stages
+        prob *= 1 - delta + delta * math.exp(-kappa * (length - j))
+    return prob

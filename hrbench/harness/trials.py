@@ -60,9 +60,15 @@ class TrialShape:
     last_stage_of_task: bool | None = None  # None: the task's last stage is the last
 
 
-def checkpoint_shape(task: Task, stage: Stage, protocol: CheckpointProtocol, spec: TrialSpec,
+def checkpoint_shape(task: Task, stages: tuple[Stage, ...], protocol: CheckpointProtocol, spec: TrialSpec,
                      matched_prefix: PrefixSource | None) -> TrialShape:
-    """One stage from e_{i-1}, with the protocol's starting history (fresh, compacted or matched)."""
+    """One stage from e_{i-1}, with the protocol's starting history (fresh, compacted or matched).
+
+    A merged segment (several adjacent stages, a coarser decomposition) runs them in order from
+    the first one's checkpoint, history kept and own state inside the segment, stopping at its
+    first failure: the segment passes when all of them pass.
+    """
+    stage = stages[0]
 
     def prepare(trial: LiveTrial) -> None:
         trial.history.start_checkpoint(stage.index)
@@ -77,9 +83,13 @@ def checkpoint_shape(task: Task, stage: Stage, protocol: CheckpointProtocol, spe
             trial.rollout.recorder.system(f"matched history: transcript prefix of {len(prefix)} messages",
                                           stage.index)
 
-    return TrialShape(start_stage=stage.index, stages=(stage,), history_policy=protocol.history,
-                      budget=protocol.budget, n_parts=1, prepare=prepare,
-                      last_stage_of_task=stage.index == task.n_stages - 1)
+    def boundary(trial: LiveTrial, next_stage: Stage) -> None:
+        trial.rollout.recorder.system("next part of the merged checkpoint segment (history kept)",
+                                      next_stage.index)
+
+    return TrialShape(start_stage=stage.index, stages=stages, history_policy=protocol.history,
+                      budget=protocol.budget, n_parts=len(stages), prepare=prepare, boundary=boundary,
+                      last_stage_of_task=stages[-1].index == task.n_stages - 1)
 
 
 def natural_shape(task: Task, condition: Condition, budget: Budget) -> TrialShape:
@@ -140,12 +150,12 @@ def run_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Backend, shape
 def run_checkpoint_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Backend,
                          protocol: CheckpointProtocol, seed: int, *, trajectory_dir: Path,
                          matched_prefix: PrefixSource | None = None) -> TrialRecord:
-    """One trial of one stage from its declared checkpoint e_{i-1}.
+    """One trial of one stage (or merged segment `a+b`) from its declared checkpoint e_{i-1}.
 
     `matched_prefix(stage_index)` gives a `matched` checkpoint its transcript (None: none recorded).
     """
-    stage = task.stage(spec.stage or "")
-    return run_trial(spec, task, agent, backend, checkpoint_shape(task, stage, protocol, spec, matched_prefix),
+    stages = tuple(task.stage(name) for name in (spec.stage or "").split("+"))
+    return run_trial(spec, task, agent, backend, checkpoint_shape(task, stages, protocol, spec, matched_prefix),
                      seed, trajectory_dir)
 
 

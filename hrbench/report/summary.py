@@ -1,4 +1,4 @@
-"""summary.json: the residual table in a stable, machine-readable form."""
+"""summary.json: residuals (per condition), intervention contrasts and sensitivity verdicts, machine-readable."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hrbench.analysis import ReportTables
 from hrbench.design import StudyDesign
 
 SUMMARY_FIELDS = [
@@ -25,18 +26,32 @@ def _clean(value: object) -> object:
     return value
 
 
-def summary_rows(residuals: pd.DataFrame) -> list[dict]:
+CONTRAST_FIELDS = ["agent", "condition", "scope", "name", "delta_gamma", "ci_low", "ci_high", "trial_ci_low",
+                   "trial_ci_high", "ci_method", "n_tasks", "true_delta_gamma"]
+SENSITIVITY_FIELDS = ["agent", "scope", "name", "gamma_min", "gamma_max", "verdict", "driver", "n_choices",
+                      "true_gamma"]
+
+
+def summary_rows(frame: pd.DataFrame, fields: list[str] = SUMMARY_FIELDS) -> list[dict]:
     rows = []
-    for record in residuals.to_dict(orient="records"):
-        rows.append({f: _clean(record.get(f)) for f in SUMMARY_FIELDS})
+    for record in frame.to_dict(orient="records"):
+        rows.append({f: _clean(record.get(f)) for f in fields})
     return rows
 
 
-def write_summary(design: StudyDesign, residuals: pd.DataFrame, path: Path) -> Path:
+def write_summary(design: StudyDesign, tables: ReportTables, path: Path) -> Path:
     """Rows in the study's agent order (stable), whatever order the partitions were loaded in."""
     order = {a.id: i for i, a in enumerate(design.study.agents)}
-    ordered = residuals.sort_values("agent", key=lambda agents: agents.map(order), kind="stable")
-    body = {"study": design.study.name, "prereg_sha256": design.prereg_sha256, "residuals": summary_rows(ordered)}
+
+    def ordered(frame: pd.DataFrame) -> pd.DataFrame:
+        if not len(frame):
+            return frame
+        return frame.sort_values("agent", key=lambda agents: agents.map(order), kind="stable")
+
+    body = {"study": design.study.name, "prereg_sha256": design.prereg_sha256,
+            "residuals": summary_rows(ordered(tables.residuals)),
+            "contrasts": summary_rows(ordered(tables.contrasts), CONTRAST_FIELDS),
+            "sensitivity": summary_rows(ordered(tables.sensitivity), SENSITIVITY_FIELDS)}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(body, indent=2) + "\n")
     return path

@@ -54,7 +54,7 @@ def test_llm_study_runs_end_to_end_and_yields_residual_rows(server, tmp_path):
     assert {r["scope"] for r in rows} >= {"task", "all"}
     assert all(r["p_expected"] is not None and r["p_observed"] is not None for r in rows)
 
-    trials = pd.concat([pd.read_parquet(out / "tables" / t) for t in ("checkpoint_trials", "natural_trials")])
+    trials = pd.concat([pd.read_parquet(out / "tables" / t) for t in ("checkpoint_trials", "baseline/natural_trials")])
     assert len(trials) == 3 * 3 + 4
     assert set(trials["exit_reason"]) <= {"passed", "failed", "timeout", "turn_cap", "early_exit", "harness_error"}
     assert (trials["exit_reason"] != "harness_error").all(), trials["error"].dropna().tolist()[:2]

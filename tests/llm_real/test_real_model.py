@@ -38,7 +38,7 @@ def test_real_model_study_ends_every_trial_with_an_outcome_and_real_tokens(real_
                           capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
-    trials = pd.concat([pd.read_parquet(out / "tables" / t) for t in ("checkpoint_trials", "natural_trials")])
+    trials = pd.concat([pd.read_parquet(out / "tables" / t) for t in ("checkpoint_trials", "baseline/natural_trials")])
     assert len(trials) == 3 + 1
     assert set(trials["exit_reason"]) <= REASONS
     errors = trials[trials["exit_reason"] == "harness_error"]["error"].tolist()
