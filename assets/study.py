@@ -33,8 +33,13 @@ def _meta(run, frame: pd.DataFrame, **extra) -> dict:
     return {"prereg_sha256": run.prereg_sha256, "rows": len(frame), **extra}
 
 
-def build_study_assets(agent_task: MultiPartitionsDefinition, conditions: list[str]) -> list[AssetsDefinition]:
-    """The assets, bound to the study's task partitions and conditions (each condition its own branch)."""
+def build_study_assets(agent_task: MultiPartitionsDefinition, conditions: list[str],
+                       prefix_rollouts: bool = False) -> list[AssetsDefinition]:
+    """The assets, bound to the study's task partitions and conditions (each condition its own branch).
+
+    `prefix_rollouts`: a `matched` checkpoint protocol needs recorded transcripts, so rollouts that
+    only provide them run before the checkpoint trials (their outcomes are never observed as P_obs).
+    """
 
     @asset
     def task_catalog(study: StudyResource) -> Output[pd.DataFrame]:
@@ -68,6 +73,14 @@ def build_study_assets(agent_task: MultiPartitionsDefinition, conditions: list[s
         return Output(frame, metadata=_meta(run, frame, path=str(path)))
 
     @asset(partitions_def=agent_task, deps=[preregistration])
+    def prefix_rollouts(context: AssetExecutionContext, study: StudyResource) -> Output[pd.DataFrame]:
+        """Rollouts under full history whose transcripts `matched` checkpoints start from (not observed as P_obs)."""
+        run = study.run()
+        agent, task = _agent_task(context)
+        frame = records_table(run.runner.run_prefix_rollouts(agent, task))
+        return Output(frame, metadata=_meta(run, frame, harness_errors=analysis.harness_errors(frame)))
+
+    @asset(partitions_def=agent_task, deps=[preregistration, *([prefix_rollouts] if prefix_rollouts else [])])
     def checkpoint_trials(context: AssetExecutionContext, study: StudyResource) -> Output[pd.DataFrame]:
         """m_i trials of each stage from its declared checkpoint e_{i-1}, one row per trial, for every
         distinct checkpoint protocol (keyed by its hash: conditions sharing a protocol share its trials)."""
@@ -127,7 +140,8 @@ def build_study_assets(agent_task: MultiPartitionsDefinition, conditions: list[s
             "rows": len(tables.residuals),
         })
 
-    return [task_catalog, verifier_audit, preregistration, checkpoint_trials, *branches,
+    return [task_catalog, verifier_audit, preregistration, *([prefix_rollouts] if prefix_rollouts else []),
+            checkpoint_trials, *branches,
             *([intervention_contrasts] if interventions else []), sensitivity_sweep, study_report]
 
 

@@ -205,13 +205,13 @@ class Study(Frozen):
             raise ValueError(f"condition names must be unique; repeated: {sorted({n for n in names if names.count(n) > 1})}")
         return value
 
+    @property
+    def needs_prefix_rollouts(self) -> bool:
+        """A `matched` checkpoint protocol takes its transcripts from rollouts run before the checkpoints."""
+        return any(p.history == "matched" for p in self.checkpoint_protocols().values())
+
     @model_validator(mode="after")
     def _runnable(self) -> "Study":
-        if any(p.history == "matched" for p in self.checkpoint_protocols().values()):
-            # Matched prefixes come from recorded natural rollouts, but the asset graph fixes
-            # P_expected before any natural rollout exists: the two orders cannot both hold.
-            raise ValueError("checkpoint.history 'matched' is not supported in studies yet (it needs natural "
-                             "rollouts before the checkpoint trials); use 'fresh' or 'compacted'")
         looks = [a.id for a in self.agents if isinstance(a, SimAgentSpec) and a.sim.defect_penalty > 0]
         cap = self.checkpoint.budget.max_turns
         if looks and cap is not None and cap < 2:

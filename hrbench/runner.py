@@ -18,10 +18,13 @@ from hrbench.harness.journal import run_trials
 from hrbench.harness.records import TrialRecord, TrialSpec
 from hrbench.harness.trajectory import load_matched_prefix
 from hrbench.harness.trials import natural_protocol, run_checkpoint_trial, run_natural_trial
-from hrbench.protocol import HistoryPolicy
+from hrbench.protocol import CONDITIONS
 from hrbench.stores import StudyStores
 from hrbench.tasks.audit import StageAudit, audit_task
 from hrbench.tasks.model import Stage
+
+
+PREFIX_PROTOCOL = "prefix-natural-full-own"
 
 
 class TrialRunner:
@@ -86,7 +89,30 @@ class TrialRunner:
             for i in range(study.trials.natural)
         ]
 
+    def prefix_specs(self, agent: str, task: str) -> list[TrialSpec]:
+        """Rollouts whose transcripts `matched` checkpoints start from: one per checkpoint trial index.
+
+        They run before the checkpoint trials, under full history and own state, and their outcomes
+        never enter P_observed: the natural rollouts a prediction is compared with are a separate
+        set, run after the prediction is fixed.
+        """
+        return [
+            TrialSpec(prereg_sha256=self.design.prereg_sha256, agent=agent, condition="baseline",
+                      protocol=PREFIX_PROTOCOL, task=task, kind="natural", stage=None, trial_index=i)
+            for i in range(self.design.study.trials.checkpoint)
+        ] if self.design.study.needs_prefix_rollouts else []
+
     # -- running them -------------------------------------------------------------------------
+
+    def run_prefix_rollouts(self, agent: str, task: str) -> list[TrialRecord]:
+        study, t = self.design.study, self.design.task(task)
+
+        def execute(spec: TrialSpec) -> TrialRecord:
+            return run_natural_trial(spec, t, make_agent(study.agent(agent)), self.backend, CONDITIONS["baseline"],
+                                     study.checkpoint.budget, study.seed, trajectory_dir=self.stores.trajectory_dir)
+
+        return run_trials(self.prefix_specs(agent, task), execute, self._journal("prefix", agent, task),
+                          study.concurrency, f"prefix rollouts {agent} {task}", self.progress)
 
     def audit(self) -> list[StageAudit]:
         """Verifier audit of every task, tasks in parallel (each builds its own snapshots)."""
@@ -127,10 +153,9 @@ class TrialRunner:
         return self.stores.journal(self.design.prereg_sha256, kind, agent, task, condition)
 
     def matched_prefix(self, spec: TrialSpec, stage_index: int) -> list[Message] | None:
-        """A `matched` checkpoint's transcript: from this agent's journaled natural rollouts under full history."""
-        study = self.design.study
-        full = [c.name for c in study.conditions if c.history in (HistoryPolicy.full, HistoryPolicy.matched)]
-        rows = sorted((r for c in full for r in self._journal("natural", spec.agent, spec.task, c).load().values()
+        """A `matched` checkpoint's transcript: from this agent's journaled prefix rollouts (never the
+        natural rollouts a prediction is compared with)."""
+        rows = sorted((r for r in self._journal("prefix", spec.agent, spec.task).load().values()
                        if r.trajectory_path), key=lambda r: r.trial_key)
         paths = [self.stores.out_dir / Path(r.trajectory_path) for r in rows if r.stages_passed >= stage_index]
         return load_matched_prefix(paths, stage_index, spec.trial_index)

@@ -28,7 +28,7 @@ def build_definitions(study_path: str | Path, out_dir: str | Path, progress: boo
         return SensorResult(dynamic_partitions_requests=[AGENTS.build_add_request(new)] if new else [])
 
     conditions = loaded.study.condition_names
-    assets = build_study_assets(agent_task, conditions)
+    assets = build_study_assets(agent_task, conditions, loaded.study.needs_prefix_rollouts)
     return Definitions(
         assets=assets,
         asset_checks=build_study_checks(agent_task, conditions),

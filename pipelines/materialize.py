@@ -73,7 +73,9 @@ def run_study(study_path: str | Path, out_dir: str | Path, console: Console | No
     console.print(f"pre-registered: prereg_sha256={run.prereg_sha256}")
     for agent in agents:
         for task in run.design.tasks:
-            step(["checkpoint_trials"], str(MultiPartitionKey({"agent": agent, "task": task.name})),
+            # matched checkpoints start from the transcripts of prefix rollouts, run first in the same run
+            names = ["prefix_rollouts", "checkpoint_trials"] if run.study.needs_prefix_rollouts else ["checkpoint_trials"]
+            step(names, str(MultiPartitionKey({"agent": agent, "task": task.name})),
                  f"checkpoint trials {agent}/{task.name}")
         step(per_condition("stage_estimates", "expected_success"), agent, f"expected success {agent}")
         for task in run.design.tasks:

@@ -36,7 +36,6 @@ def test_demo_study_is_valid_and_declares_three_sim_agents_and_four_conditions()
     ("name: x\nagents: [{id: a, kind: sim}]\ncheckpoint: {state: solution_conditioned}\n", "not supported yet"),
     ("name: x\nagents: [{id: a, kind: sim}]\nquadrant: {high: 0.2, low: 0.5}\n", "quadrant.low must be below"),
     ("name: x\nagents: [{id: a, kind: sim}]\ntrials: {checkpoint: 0}\n", "trials.checkpoint"),
-    ("name: x\nagents: [{id: a, kind: sim}]\ncheckpoint: {history: matched}\n", "'matched' is not supported"),
     ("name: x\nagents: [{id: a, kind: sim, sim: {defect_penalty: 1}}]\ncheckpoint: {budget: {max_turns: 1}}\n",
      "max_turns must be at least 2"),
 ])

@@ -1,0 +1,67 @@
+"""Protects `matched` checkpoints in a study: the transcripts come from prefix rollouts run before the
+checkpoints, the prediction is still fixed before the natural rollouts it is compared with, and the
+evidence-order check still blocks natural trials that precede their expected success."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from dagster import AssetKey, AssetSelection, DagsterInstance, MultiPartitionKey, materialize
+
+from hrbench.harness.trajectory import read_trajectory
+from pipelines.builder import build_definitions
+from pipelines.materialize import QUIET, run_study
+from pipelines.partitions import AGENTS
+from tests.conftest import FIXTURES, TINY_STUDY
+
+
+@pytest.fixture(scope="module")
+def matched_study(tmp_path_factory) -> Path:
+    study = yaml.safe_load(TINY_STUDY.read_text())
+    study["tasks"]["registry"] = str(FIXTURES / "registry")
+    study["checkpoint"] = {"history": "matched"}
+    study["trials"] = {"checkpoint": 4, "natural": 6}
+    path = tmp_path_factory.mktemp("matched") / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    return path
+
+
+def test_a_matched_study_runs_end_to_end(matched_study: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    run_study(matched_study, out, instance=DagsterInstance.ephemeral(), progress=False)
+    summary = json.loads((out / "summary.json").read_text())
+    assert {r["agent"] for r in summary["residuals"] if r["scope"] == "all"} == {"steady", "rotting"}
+    prefixes = pd.read_parquet(out / "tables" / "prefix_rollouts" / "steady" / "tiny-chain.parquet")
+    checkpoints = pd.read_parquet(out / "tables" / "checkpoint_trials" / "steady" / "tiny-chain.parquet")
+    natural = pd.read_parquet(out / "tables" / "baseline" / "natural_trials" / "steady" / "tiny-chain.parquet")
+    assert len(prefixes) == 4 and (checkpoints["exit_reason"] != "harness_error").all()
+    # The rollouts a prediction is compared with are not the ones its transcripts came from.
+    assert not set(prefixes["trial_key"]) & set(natural["trial_key"])
+    later = checkpoints[checkpoints["stage"] != "make"].iloc[0]
+    steps = read_trajectory(out / later["trajectory_path"])["steps"]
+    assert any("matched history: transcript prefix" in s["message"] for s in steps)
+
+
+def test_natural_trials_before_their_expected_success_are_still_blocked(matched_study: Path, tmp_path: Path):
+    defs = build_definitions(matched_study, tmp_path)
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(AGENTS.name, ["steady"])
+    partition = str(MultiPartitionKey({"agent": "steady", "task": "tiny-chain"}))
+    assets = list(defs.assets) + list(defs.asset_checks)
+    # The prefix rollouts and matched checkpoints exist: outcomes of this agent have been recorded ...
+    for names in (["preregistration"], ["prefix_rollouts", "checkpoint_trials"]):
+        result = materialize(assets, selection=AssetSelection.assets(*names),
+                             partition_key=None if names == ["preregistration"] else partition, instance=instance,
+                             resources=defs.resources, raise_on_error=False, run_config=QUIET)
+        assert result.success
+    # ... but no prediction is fixed yet: the observed rollouts must be refused.
+    result = materialize(assets, selection=AssetSelection.assets(AssetKey(["baseline", "natural_trials"])),
+                         partition_key=partition, instance=instance, resources=defs.resources, raise_on_error=False,
+                         run_config=QUIET)
+    check = {e.check_name: e for e in result.get_asset_check_evaluations()}["expected_success_precedes_natural_trials"]
+    assert not check.passed and "no baseline/expected_success for agent 'steady'" in check.description
+    assert not list((tmp_path / "journal").glob("*/natural"))  # no compared rollout ran ahead of the prediction
