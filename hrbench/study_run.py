@@ -123,7 +123,7 @@ class StudyRun:
     # -- trials ---------------------------------------------------------------------------
 
     def _journal(self, kind: str, agent: str, task: str) -> TrialJournal:
-        return TrialJournal(self.out_dir / "journal" / self.prereg_sha256[:16] / kind / agent / f"{task}.jsonl")
+        return TrialJournal(self.out_dir / "journal" / self.prereg_sha256[:16] / kind / agent / f"{task}.jsonl", self.out_dir)
 
     def checkpoint_specs(self, agent: str, task: str) -> list[TrialSpec]:
         """m_i trials per stage for every distinct checkpoint protocol the conditions need."""
