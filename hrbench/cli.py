@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hrbench.envs.local import LocalBackend
+from hrbench.harness.journal import JournalError, check_journal_tree
 from hrbench.locking import OutDirBusy, OutDirLock
 from hrbench.protocol import DEMO_STUDY, BUILTIN_REGISTRY, StudyError, load_study
 from hrbench.tasks.audit import audit_task
@@ -48,16 +49,27 @@ def _run(study: Path, out: Path) -> None:
         load_study(study)  # a bad study file is reported before OUT is created or Dagster is imported
     except (StudyError, TaskError) as exc:
         raise _fail(exc) from exc
-    from pipelines.materialize import StudyFailed, run_study  # Dagster only behind this command
-
     try:
-        with OutDirLock(out, command=shlex.join(["hrbench", *sys.argv[1:]])) as lock:
-            if lock.took_over is not None:
-                err.print(Text(f"note: took over the lock of a run that ended without releasing it "
-                               f"({lock.took_over.describe()})"), soft_wrap=True)
-            run = run_study(study, out, console=err)
-    except (OutDirBusy, StudyFailed, StudyError, TaskError) as exc:
+        lock = OutDirLock(out, command=shlex.join(["hrbench", *sys.argv[1:]])).acquire()
+    except OutDirBusy as exc:
         raise _fail(exc) from exc
+    try:
+        check_journal_tree(out / "journal")
+    except JournalError as exc:
+        lock.release()
+        raise _fail(exc) from exc
+    if lock.took_over is not None:
+        err.print(Text(f"note: took over the lock of a run that ended without releasing it "
+                       f"({lock.took_over.describe()})"), soft_wrap=True)
+    try:
+        from pipelines.materialize import StudyFailed, run_study  # Dagster only behind this command
+
+        try:
+            run = run_study(study, out, console=err)
+        except (StudyFailed, StudyError, TaskError) as exc:
+            raise _fail(exc) from exc
+    finally:
+        lock.release()
     summary = json.loads((run.out_dir / "summary.json").read_text())
     table = Table(title=f"Horizon residuals · {summary['study']} · prereg {summary['prereg_sha256'][:12]}")
     for column in ("agent", "scope", "name", "P_exp", "P_obs", "Γ", "95% CI", "true Γ"):

@@ -140,6 +140,18 @@ class TrialJournal:
         return rows
 
 
+def check_journal_tree(root: Path) -> None:
+    """Raise JournalError naming every journal path under `root` that is a directory, before any run
+    starts (inside a run it would surface as one failed step among many)."""
+    if not root.is_dir():
+        return
+    bad = sorted(str(p) for p in root.rglob("*.jsonl") if p.is_dir())
+    if bad:
+        raise JournalError(f"{bad[0]}: the trial journal is a directory, not a file"
+                           + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+                           + "; move it away (or use a new --out directory) and run again")
+
+
 def _append_line(path: Path, line: str, lock: threading.Lock) -> None:
     try:
         with lock, open(path, "a") as fh:
