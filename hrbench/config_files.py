@@ -64,7 +64,7 @@ def read_yaml_mapping(path: Path, error: type[Exception], what: str,
         raise error(f"{path}: {what} not found")
     text = read_text_file(path, error, what)
     try:
-        raw = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        raw = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
     except _DuplicateKey as exc:
         raise error(f"{path}:{exc.line}: key {exc.key!r} is repeated (first at line {exc.first}); "
                     "each key may appear once in a mapping: merge the two entries") from exc

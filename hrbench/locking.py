@@ -10,7 +10,6 @@ emptied on release: deleting it would let two runs lock two different files of t
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import shlex
 import socket
@@ -52,7 +51,7 @@ class OutDirLock:
         self.took_over: LockHolder | None = None
         self._fd: int | None = None
 
-    def acquire(self) -> "OutDirLock":
+    def acquire(self) -> OutDirLock:
         """Take the lock, or raise OutDirBusy naming its holder (or what is in the way of OUT)."""
         if self._fd is not None:
             return self
@@ -104,7 +103,7 @@ class OutDirLock:
         finally:
             os.close(fd)
 
-    def __enter__(self) -> "OutDirLock":
+    def __enter__(self) -> OutDirLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

@@ -202,3 +202,11 @@ def test_a_journal_path_that_is_a_directory_is_one_clear_error(tmp_path: Path):
     assert code == 1
     assert stderr == (f"error: {journal}: the trial journal is a directory, not a file; move it away (or use a "
                       "new --out directory) and run again\n")
+
+
+def test_agents_check_on_a_binary_config_is_one_line(tmp_path: Path):
+    config = tmp_path / "a.yaml"
+    config.write_bytes(b"\x00\x01\x02")
+    code, stderr = _run("agents", "check", str(config))
+    assert code == 1
+    assert stderr == f"invalid: {config}:1: agent config file contains a NUL byte (a binary file?); it must be plain text\n"

@@ -91,7 +91,7 @@ def test_two_concurrent_runs_on_one_out_dir_the_second_exits_and_no_trial_runs_t
     second = _hrbench("run", str(study), "--out", str(out))
     _, second_err = second.communicate(timeout=60)
     assert first.poll() is None, "the first run ended before the second tried: the test proved nothing"
-    first_out, first_err = first.communicate(timeout=240)
+    _, first_err = first.communicate(timeout=240)
     assert first.returncode == 0, first_err[-3000:]
     assert second.returncode == 1
     assert f"error: {out} is in use by another hrbench run (pid {first.pid} on " in second_err
