@@ -53,7 +53,9 @@ def load_task(path: str | Path) -> Task:
     if structure not in ("shallow", "deep"):
         raise TaskError(f"{toml_path}: [metadata.hrbench] structure must be 'shallow' or 'deep', got {structure!r}")
 
-    env = config.get("environment", {})
+    env = _table(config, "environment", toml_path, required=False)
+    if not isinstance(env.get("workdir", ""), str):
+        raise TaskError(f"{toml_path}: [environment] workdir must be a string path")
     workdir, copies, docker_only = _read_dockerfile(root / "environment" / "Dockerfile", env.get("workdir"))
     setup = root / "environment" / "setup.sh"
     if setup.is_file():
