@@ -15,8 +15,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from hrbench.agents.command import CommandAgent
+from hrbench.agents.config import CommandAgentSpec
+from hrbench.envs.local import LocalBackend
+from hrbench.harness.journal import TrialJournal, run_trials
+from hrbench.harness.trials import run_checkpoint_trial
 from hrbench.locking import LOCK_NAME, OutDirBusy, OutDirLock
-from tests.agents.helpers import SOLVE
+from hrbench.protocol import Budget, CheckpointProtocol
+from hrbench.tasks.loader import load_task
+from tests.agents.helpers import SOLVE, spec
 from tests.agents.scripted_server import ScriptedServer, reply
 from tests.conftest import FIXTURES
 
@@ -145,3 +152,47 @@ def test_trials_that_ended_in_harness_error_are_retried_by_the_next_run(tmp_path
         assert (estimates["m"] == 2).all()  # every declared trial is in the estimate, none missing
     finally:
         server.close()
+
+
+CRASH_ONCE = """
+import hashlib, json, os, sys
+SOLVE = %r
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg["type"] == "begin_trial":
+        marker = hashlib.sha256(msg["trial_key"].encode()).hexdigest()[:16]
+        if not os.path.exists(marker):  # its working directory (declared in its config) persists across runs
+            open(marker, "w").close()
+            sys.exit("agent: crashed on its first call")
+    elif msg["type"] == "observation":
+        print(json.dumps({"analysis": "", "plan": "", "commands": [{"keystrokes": SOLVE[msg["stage"]],
+                          "duration": 1}], "task_complete": True}), flush=True)
+"""
+
+
+def test_a_command_agent_that_crashes_once_completes_on_the_next_run(tmp_path: Path):
+    state = tmp_path / "agent-state"
+    state.mkdir()
+    (state / "agent.py").write_text(CRASH_ONCE % SOLVE)
+    agent_spec = CommandAgentSpec(id="crashy", kind="command", argv=[sys.executable, "agent.py"], cwd=str(state),
+                                  reply_timeout_sec=20)
+    task, backend, out = load_task(FIXTURES / "registry" / "tiny-chain"), LocalBackend(tmp_path / "cache"), tmp_path
+    protocol = CheckpointProtocol(budget=Budget(max_turns=4, timeout_sec=60, command_timeout_sec=5))
+    specs = [spec("checkpoint", stage=s, index=i) for s in ("make", "double") for i in range(2)]
+
+    def execute(trial):
+        return run_checkpoint_trial(trial, task, CommandAgent(agent_spec), backend, protocol, 0,
+                                    trajectory_dir=out / "trajectories")
+
+    def journal() -> TrialJournal:
+        return TrialJournal(out / "journal" / "crashy.jsonl", out)
+
+    first = run_trials(specs, execute, journal(), concurrency=2, progress=False)
+    assert {r.exit_reason for r in first} == {"harness_error"}
+    assert all("crashed on its first call" in r.error for r in first)
+    second = run_trials(specs, execute, journal(), concurrency=2, progress=False)
+    assert [r.exit_reason for r in second] == ["passed"] * 4
+    attempts = journal().attempts()
+    assert sorted(r.trial_key for r in attempts) == sorted(s.key for s in specs)
+    assert all((out / r.trajectory_path).is_file() and ".attempt-1." in r.trajectory_path for r in attempts)
+    assert all((out / r.trajectory_path).is_file() for r in second)
