@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -15,10 +16,14 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from hrbench.envs.registry import BackendOptions, make_backend
-from hrbench.protocol import DEMO_STUDY, BUILTIN_REGISTRY, StudyError
+from hrbench.harness.journal import JournalError, check_journal_tree
+from hrbench.locking import OutDirBusy, OutDirLock
+from hrbench.protocol import DEMO_STUDY, BUILTIN_REGISTRY, StudyError, load_study
 from hrbench.tasks.audit import audit_task
 from hrbench.tasks.loader import load_registry, load_task
 from hrbench.tasks.model import TaskError
@@ -32,14 +37,39 @@ console = Console()
 err = Console(stderr=True)
 
 
-def _run(study: Path, out: Path) -> None:
-    from pipelines.materialize import StudyFailed, run_study  # Dagster only behind this command
+def _fail(exc: BaseException | str, label: str = "error:", style: str = "red", hint: str = "") -> typer.Exit:
+    """Print a user-facing error verbatim (its `[task]`, `[[steps]]`, `[]` are text, not markup); the
+    caller raises the returned Exit."""
+    err.print(Text.assemble((label, style), " ", str(exc), hint), soft_wrap=True)
+    return typer.Exit(1)
 
+
+def _run(study: Path, out: Path) -> None:
     try:
-        run = run_study(study, out, console=err)
-    except (StudyFailed, StudyError, TaskError) as exc:
-        err.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(1) from exc
+        load_study(study)  # a bad study file is reported before OUT is created or Dagster is imported
+    except (StudyError, TaskError) as exc:
+        raise _fail(exc) from exc
+    try:
+        lock = OutDirLock(out, command=shlex.join(["hrbench", *sys.argv[1:]])).acquire()
+    except OutDirBusy as exc:
+        raise _fail(exc) from exc
+    try:
+        check_journal_tree(out / "journal")
+    except JournalError as exc:
+        lock.release()
+        raise _fail(exc) from exc
+    if lock.took_over is not None:
+        err.print(Text(f"note: took over the lock of a run that ended without releasing it "
+                       f"({lock.took_over.describe()})"), soft_wrap=True)
+    try:
+        from pipelines.materialize import StudyFailed, run_study  # Dagster only behind this command
+
+        try:
+            run = run_study(study, out, console=err)
+        except (StudyFailed, StudyError, TaskError) as exc:
+            raise _fail(exc) from exc
+    finally:
+        lock.release()
     summary = json.loads((run.out_dir / "summary.json").read_text())
     table = Table(title=f"Horizon residuals · {summary['study']} · prereg {summary['prereg_sha256'][:12]}")
     for column in ("agent", "scope", "name", "P_exp", "P_obs", "Γ", "95% CI", "true Γ"):
@@ -48,11 +78,11 @@ def _run(study: Path, out: Path) -> None:
         if r["scope"] == "task":
             continue
         fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
-        table.add_row(r["agent"], r["scope"], r["name"], fmt(r["p_expected"]), fmt(r["p_observed"]),
+        table.add_row(r["agent"], r["scope"], escape(r["name"]), fmt(r["p_expected"]), fmt(r["p_observed"]),
                       fmt(r["gamma"]), f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]", fmt(r["true_gamma"]))
     console.print(table)
-    console.print(f"report: {run.out_dir / 'report.html'}")
-    console.print(f"summary: {run.out_dir / 'summary.json'}")
+    console.print(f"report: {run.out_dir / 'report.html'}", markup=False)
+    console.print(f"summary: {run.out_dir / 'summary.json'}", markup=False)
 
 
 @app.command()
@@ -87,10 +117,9 @@ def report(study: Path = typer.Argument(..., help="study YAML file"),
             pd.concat([stores.read_all(stores.table_name("horizon_residuals", c)) for c in run.study.condition_names]),
             stores.read_all("intervention_contrasts"), stores.read_all("sensitivity_sweep"))
     except (StudyError, TaskError, MissingTrials) as exc:
-        err.print(f"[red]error:[/] {exc}; run `hrbench run {study} --out {out}` first")
-        raise typer.Exit(1) from exc
-    console.print(f"report: {write_report(run.design, tables, run.stores.report_path)}")
-    console.print(f"summary: {write_summary(run.design, tables, run.stores.summary_path)}")
+        raise _fail(exc, hint=f"; run `hrbench run {study} --out {out}` first") from exc
+    console.print(f"report: {write_report(run.design, tables, run.stores.report_path)}", markup=False)
+    console.print(f"summary: {write_summary(run.design, tables, run.stores.summary_path)}", markup=False)
 
 
 @app.command()
@@ -110,8 +139,7 @@ def plan(study: Path = typer.Argument(..., help="study YAML file"),
         inputs = anticipated(run, pilot, [float(v) for v in q.split(",")] if q else None, p_obs)
         rows = plan_study(run, half_width, inputs, n_sims=sims, seed=run.study.bootstrap.seed)
     except (StudyError, TaskError, ValueError) as exc:
-        err.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(1) from exc
+        raise _fail(exc) from exc
     level = run.study.bootstrap.level
     table = Table(title=f"Plan · {run.study.name} · target ±{half_width:g} nats at {level:.0%} per task")
     for column in ("agent", "task", "P_exp", "P_obs", "m_i", "m_0", "±delta", "±sim", "sim/δ", "min|Γ|"):
@@ -137,14 +165,13 @@ def tasks_list(registry: Path = typer.Option(BUILTIN_REGISTRY, help="directory o
     try:
         tasks = load_registry(registry)
     except TaskError as exc:
-        err.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(1) from exc
+        raise _fail(exc) from exc
     table = Table(title=f"tasks in {registry}")
     for column in ("task", "family", "structure", "stages", "W", "H_dep", "backend"):
         table.add_column(column)
     for t in tasks:
-        table.add_row(t.name, t.family, t.structure, str(t.n_stages), str(t.work), str(t.dependency_depth),
-                      "docker-only" if t.docker_only else "local")
+        table.add_row(escape(t.name), escape(t.family), t.structure, str(t.n_stages), str(t.work),
+                      str(t.dependency_depth), "docker-only" if t.docker_only else "local")
     console.print(table)
 
 
@@ -160,16 +187,15 @@ def tasks_audit(paths: list[Path] = typer.Argument(None, help="task package dire
         try:
             tasks = [load_task(p) for p in paths] if paths else load_registry(registry)
         except TaskError as exc:
-            err.print(f"[red]FAIL[/] {exc}")
-            raise typer.Exit(1) from exc
+            raise _fail(exc, label="FAIL") from exc
         for task in tasks:
             rows = audit_task(task, backend)
             bad = [r for r in rows if not r.ok]
             failures += len(bad)
             status = "[green]ok[/]" if not bad else "[red]FAIL[/]"
-            console.print(f"{status} {task.name} ({task.n_stages} stages)")
+            console.print(f"{status} {escape(task.name)} ({task.n_stages} stages)")
             for r in bad:
-                console.print(f"    stage {r.stage}: {r.problem}")
+                console.print(Text(f"    stage {r.stage}: {r.problem}"), soft_wrap=True)
     if failures:
         err.print(f"[red]{failures} stage(s) failed the audit[/]")
         raise typer.Exit(1)
@@ -185,16 +211,14 @@ def agents_check(config: Path = typer.Argument(..., help="agent config file, e.g
     try:
         spec = load_agent_config(config)
     except AgentConfigError as exc:
-        err.print(f"[red]invalid:[/] {exc}")
-        raise typer.Exit(1) from exc
+        raise _fail(exc, label="invalid:") from exc
     if config.stem != spec.id:
-        err.print(f"[yellow]note:[/] id {spec.id!r} differs from the file name {config.name!r}")
+        err.print(Text.assemble(("note:", "yellow"), f" id {spec.id!r} differs from the file name {config.name!r}"))
     console.print(f"[green]valid[/] {spec.kind} agent {spec.id!r}")
     try:
-        console.print(f"[green]ok[/] {check_agent(spec)}")
+        console.print(Text.assemble(("ok", "green"), f" {check_agent(spec)}"), soft_wrap=True)
     except AgentCheckError as exc:
-        err.print(f"[red]unreachable:[/] {exc}")
-        raise typer.Exit(1) from exc
+        raise _fail(exc, label="unreachable:") from exc
 
 
 @app.command()

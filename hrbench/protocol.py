@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from enum import Enum
 from pathlib import Path
 from typing import Literal
@@ -143,6 +144,30 @@ class TaskSelection(Frozen):
     include: list[str] | None = Field(None, description="task names; None = every task in the registry")
     weights: dict[str, float] = Field(default_factory=dict, description="task weights; default 1")
 
+    @field_validator("weights")
+    @classmethod
+    def _positive_weights(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = {k: w for k, w in value.items() if not math.isfinite(w) or w <= 0}
+        if bad:
+            raise ValueError(f"task weights must be positive numbers; got {bad}")
+        return value
+
+    @model_validator(mode="after")
+    def _weights_name_included_tasks(self) -> "TaskSelection":
+        if self.include is not None:
+            unknown = sorted(set(self.weights) - set(self.include))
+            if unknown:
+                raise ValueError(f"weights name task(s) {unknown} that tasks.include does not list; "
+                                 f"included: {self.include}")
+        return self
+
+    def check_weights(self, task_names: list[str], where: Path) -> None:
+        """Refuse weights naming a task the registry does not hold (they would be silently ignored)."""
+        unknown = sorted(set(self.weights) - set(task_names))
+        if unknown:
+            raise StudyError(f"{where}: tasks.weights names task(s) {unknown} not in the registry; "
+                             f"available: {sorted(task_names)}")
+
     def registry_path(self, base: Path) -> Path:
         if self.registry == "builtin":
             return BUILTIN_REGISTRY
@@ -150,13 +175,19 @@ class TaskSelection(Frozen):
         return path if path.is_absolute() else (base / path).resolve()
 
 
+# Upper limits on declared counts: far above any useful study (a ±0.05 interval on a rate needs ~400
+# trials), low enough that a typo (`1.0e11`) is refused instead of building specs until memory runs out.
+MAX_TRIALS = 10_000
+MAX_BOOTSTRAP = 100_000
+
+
 class Trials(Frozen):
-    checkpoint: int = Field(20, ge=1, description="m_i: checkpoint trials per stage")
-    natural: int = Field(40, ge=1, description="m_0: natural end-to-end rollouts per task")
+    checkpoint: int = Field(20, ge=1, le=MAX_TRIALS, description="m_i: checkpoint trials per stage")
+    natural: int = Field(40, ge=1, le=MAX_TRIALS, description="m_0: natural end-to-end rollouts per task")
 
 
 class BootstrapSettings(Frozen):
-    n_boot: int = Field(2000, ge=100)
+    n_boot: int = Field(2000, ge=100, le=MAX_BOOTSTRAP)
     seed: int = 0
     level: float = Field(0.95, gt=0.5, lt=1)
 
@@ -297,7 +328,12 @@ def load_study(path: str | Path) -> LoadedStudy:
         study = Study.model_validate(raw)
     except ValidationError as exc:
         raise StudyError(f"{path}: invalid study file\n{describe_validation_error(exc)}\nSee docs/study.md.") from exc
-    return LoadedStudy(study=study, source=path)
+    loaded = LoadedStudy(study=study, source=path)
+    if study.tasks.weights and study.tasks.include is None:  # with include, the model checked the names
+        from hrbench.tasks.loader import load_registry  # only then is the registry read twice
+
+        study.tasks.check_weights([t.name for t in load_registry(loaded.registry)], path)
+    return loaded
 
 
 def _expand_agent_config(entry: object, study_path: Path) -> object:

@@ -78,7 +78,7 @@ class StudyStores:
     def journal(self, prereg_sha256: str, kind: str, agent: str, task: str, condition: str | None = None) -> TrialJournal:
         """The journal of one partition (natural rollouts: of one condition, each its own asset)."""
         base = self.out_dir / "journal" / prereg_sha256[:16] / kind
-        return TrialJournal((base / condition if condition else base) / agent / f"{task}.jsonl")
+        return TrialJournal((base / condition if condition else base) / agent / f"{task}.jsonl", self.out_dir)
 
     def trajectory_path(self, trial_key: str) -> Path:
         return self.trajectory_dir / trajectory_relpath(trial_key)

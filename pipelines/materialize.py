@@ -65,7 +65,7 @@ def run_study(study_path: str | Path, out_dir: str | Path, console: Console | No
             reasons = [f"check {e.check_name}: {e.description}" for e in failed_checks]
             for event in result.all_events:
                 if event.event_type == DagsterEventType.STEP_FAILURE and event.step_failure_data.error:
-                    reasons.append(event.step_failure_data.error.message.strip())
+                    reasons.append((event.step_failure_data.error.cause or event.step_failure_data.error).message.strip())
             raise StudyFailed(f"{label or ','.join(map(str, names))} failed:\n" + "\n".join(reasons))
 
     console.print(f"[bold]study[/] {run.study.name}  tasks={len(run.design.tasks)} agents={len(agents)}  out={out}")

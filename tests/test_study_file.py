@@ -62,3 +62,27 @@ def test_missing_agent_config_file_is_named(tmp_path: Path):
     path = _write(tmp_path / "study.yaml", "name: cfg\nagents:\n  - config: agents/nope.yaml\n")
     with pytest.raises(StudyError, match=r"agents/nope\.yaml: agent config file \(from study\.yaml\) not found"):
         load_study(path)
+
+
+def test_yaml_merge_keys_may_override_without_counting_as_repeats(tmp_path: Path):
+    path = _write(tmp_path / "s.yaml",
+                  "name: x\nagents:\n  - &a {id: a, kind: sim, sim: {skill: 0.5}}\n  - <<: *a\n    id: b\n")
+    assert [a.id for a in load_study(path).study.agents] == ["a", "b"]
+
+
+def test_repeated_key_in_an_agent_config_file_is_refused(tmp_path: Path):
+    _write(tmp_path / "agents" / "a.yaml", "id: a\nkind: sim\nsim: {skill: 0.8}\nsim: {skill: 0.2}\n")
+    path = _write(tmp_path / "study.yaml", "name: cfg\nagents:\n  - config: agents/a.yaml\n")
+    with pytest.raises(StudyError, match=r"a\.yaml:4: key 'sim' is repeated \(first at line 3\)"):
+        load_study(path)
+
+
+def test_weights_are_checked_against_the_registry_only_when_include_is_omitted(tmp_path: Path):
+    registry = Path(__file__).parent / "fixtures" / "registry"
+    ok = _write(tmp_path / "ok.yaml", f"name: x\ntasks: {{registry: {registry}, weights: {{tiny-chain: 2}}}}\n"
+                "agents: [{id: a, kind: sim}]\n")
+    assert load_study(ok).study.tasks.weights == {"tiny-chain": 2.0}
+    bad = _write(tmp_path / "bad.yaml", f"name: x\ntasks: {{registry: {registry}, weights: {{other: 2}}}}\n"
+                 "agents: [{id: a, kind: sim}]\n")
+    with pytest.raises(StudyError, match=r"tasks\.weights names task\(s\) \['other'\] not in the registry"):
+        load_study(bad)

@@ -83,3 +83,31 @@ def test_key_step_markers_are_stripped_and_missing_markers_are_an_error():
 def test_registry_include_unknown_task_lists_available(tmp_path: Path):
     with pytest.raises(TaskError, match="no task package named"):
         load_registry(TINY_TASK.parent, include=["nope"])
+
+
+@pytest.mark.parametrize("extra, message", [
+    ('[metadata.hrbench.weights]\nmake = -1.0\n', r"\[metadata.hrbench.weights\] make must be a positive number, got -1.0"),
+    ('[metadata.hrbench.weights]\nmake = "heavy"\n', r"\[metadata.hrbench.weights\] make must be a positive number"),
+    ('[metadata.hrbench.weights]\nmkae = 2.0\n', r"\[metadata.hrbench.weights\] names unknown stage\(s\) \['mkae'\]"),
+    ('[verifier]\ntimeout_sec = "soon"\n', r"\[verifier\] timeout_sec must be a positive number, got 'soon'"),
+    ('[agent]\ntimeout_sec = inf\n', r"\[agent\] timeout_sec must be a positive number, got inf"),
+    ('verifier = 3\n', r"'verifier' must be a table"),
+])
+def test_bad_task_toml_values_are_named_not_crashed_on(tiny_task_copy: Path, extra: str, message: str):
+    toml = tiny_task_copy / "task.toml"
+    text = toml.read_text()
+    # tables go after the last [[steps]]; a bare key goes before the first table
+    toml.write_text(extra + text if extra.startswith("verifier") else text + extra)
+    with pytest.raises(TaskError, match=message):
+        load_task(tiny_task_copy)
+
+
+def test_dockerfile_copy_in_json_form_and_from_another_stage(tiny_task_copy: Path):
+    dockerfile = tiny_task_copy / "environment" / "Dockerfile"
+    dockerfile.write_text('FROM debian:bookworm-slim\nWORKDIR /app\nCOPY ["files/seed.txt", "/app/seed.txt"]\n')
+    assert [rel for _, rel in load_task(tiny_task_copy).initial_files] == ["seed.txt"]
+    dockerfile.write_text("FROM debian:bookworm-slim\nWORKDIR /app\nCOPY --from=builder /out/ /app/\n")
+    assert "COPY --from needs a container build" in load_task(tiny_task_copy).docker_only
+    dockerfile.write_text("FROM debian:bookworm-slim\nWORKDIR /app\n\\\nCOPY 'files/ /app/\n")
+    with pytest.raises(TaskError, match=r"Dockerfile:3: cannot parse COPY arguments"):
+        load_task(tiny_task_copy)

@@ -1,4 +1,10 @@
-"""The resumable, concurrent trial runner and its journal (the unit of crash safety)."""
+"""The resumable, concurrent trial runner and its journal (the unit of crash safety).
+
+A trial's row is journaled once it has a result. A trial that ended in `harness_error` (the agent
+program crashed, the endpoint died, the sandbox failed) has none: its row goes to the attempts
+journal beside it (`<dir>/attempts/<name>`) and the next run tries the trial again, so one
+transient failure never blocks an output directory.
+"""
 
 from __future__ import annotations
 
@@ -7,47 +13,170 @@ import os
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from pydantic import ValidationError
 from tqdm import tqdm
 
 from hrbench.harness.records import TrialRecord, TrialSpec
 
 
-class TrialJournal:
-    """Append-only JSON-lines file of finished trials: the unit of crash safety and resume."""
+class JournalError(RuntimeError):
+    """A journal the runner cannot use (e.g. its path is a directory); says which and what to do."""
 
-    def __init__(self, path: Path):
+
+class JournalWarning(UserWarning):
+    """Journal lines that were not trial records and were skipped (their trials run again)."""
+
+
+class TrialJournal:
+    """Append-only JSON-lines file of finished trials, plus a sidecar of failed attempts.
+
+    `out_dir` is the directory trial rows' `trajectory_path` is relative to; when given, the
+    trajectory of a failed attempt is renamed aside (`….attempt-N.json.gz`) so the retry does not
+    overwrite it."""
+
+    def __init__(self, path: Path, out_dir: Path | None = None):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.attempts_path = self.path.parent / "attempts" / self.path.name
+        self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.skipped_lines: list[int] = []
+        self._attempt_counts: dict[str, int] | None = None  # attempts kept per trial key, read once
         self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError) as exc:
+            raise JournalError(f"{self.path.parent}: cannot hold the trial journal: a file is in the way "
+                               f"({exc.filename}); move it away or use a new --out directory") from exc
 
     def load(self) -> dict[str, TrialRecord]:
-        """Finished trials by key. A torn last line (a crash mid-write) is cut off the file, so the
-        next append starts on a line of its own instead of being glued to the fragment."""
-        records: dict[str, TrialRecord] = {}
+        """Trials with a result, by key (`harness_error` rows are not results: those trials run again).
+
+        A torn last line (a crash mid-write) is cut off the file, so the next append starts on a line
+        of its own instead of being glued to the fragment; other unreadable lines are left in place and
+        reported by line number (a `JournalWarning`)."""
+        self.skipped_lines = []
+        if self.path.is_dir():
+            raise JournalError(f"{self.path}: the trial journal is a directory, not a file; move it away "
+                               "(or use a new --out directory) and run again")
         if not self.path.exists():
-            return records
+            return {}
         data = self.path.read_bytes()
         if data and not data.endswith(b"\n"):
-            with self._lock, open(self.path, "r+b") as fh:
-                fh.truncate(data.rfind(b"\n") + 1)
-            data = data[: data.rfind(b"\n") + 1]
-        for line in data.decode("utf-8", errors="replace").splitlines():
-            try:
-                record = TrialRecord.model_validate_json(line)
-            except ValueError:
+            data = self._mend_torn_tail(data)
+        records: dict[str, TrialRecord] = {}
+        problems: list[str] = []
+        for number, raw in enumerate(data.split(b"\n")[:-1], start=1):
+            if not raw.strip():
                 continue
-            records.setdefault(record.trial_key, record)
+            try:
+                record = TrialRecord.model_validate_json(raw)
+            except ValidationError as exc:
+                self.skipped_lines.append(number)
+                problems.append(_first_problem(exc))
+                continue
+            if record.exit_reason != "harness_error":  # rows journaled before attempts had their own file
+                records.setdefault(record.trial_key, record)
+        if self.skipped_lines:
+            warnings.warn(JournalWarning(
+                f"{self.path}: skipped unreadable line(s) {_ranges(self.skipped_lines)} (not trial records: "
+                f"{problems[0]}); their trials, if any, run again"), stacklevel=2)
         return records
 
+    def _mend_torn_tail(self, data: bytes) -> bytes:
+        cut = data.rfind(b"\n") + 1
+        tail = data[cut:]
+        try:
+            TrialRecord.model_validate_json(tail)
+        except ValidationError:
+            with self._lock, open(self.path, "r+b") as fh:
+                fh.truncate(cut)
+            after = data.count(b"\n", 0, cut)
+            warnings.warn(JournalWarning(
+                f"{self.path}: cut a torn last line ({len(tail)} bytes after line {after}, a crash mid-write); "
+                "that trial runs again"), stacklevel=3)
+            return data[:cut]
+        with self._lock, open(self.path, "ab") as fh:  # a whole record that only lacks its newline: keep it
+            fh.write(b"\n")
+        return data + b"\n"
+
     def append(self, record: TrialRecord) -> None:
-        with self._lock, open(self.path, "a") as fh:
-            fh.write(record.model_dump_json() + "\n")
+        """Journal a trial that has a result (it is done for every later run)."""
+        _append_line(self.path, record.model_dump_json(), self._lock)
+
+    def append_attempt(self, record: TrialRecord) -> TrialRecord:
+        """Keep a failed attempt (its row, and its trajectory under a name of its own); returns the row kept.
+        Called from one thread (the runner's), so attempt numbers do not race."""
+        if self._attempt_counts is None:
+            self._attempt_counts = {}
+            for row in self.attempts():
+                self._attempt_counts[row.trial_key] = self._attempt_counts.get(row.trial_key, 0) + 1
+        n = self._attempt_counts[record.trial_key] = self._attempt_counts.get(record.trial_key, 0) + 1
+        if self.out_dir is not None and record.trajectory_path:
+            source = self.out_dir / record.trajectory_path
+            target = source.with_name(source.name.removesuffix(".json.gz") + f".attempt-{n}.json.gz")
+            try:
+                os.replace(source, target)
+                record = record.model_copy(update={"trajectory_path": str(target.relative_to(self.out_dir))})
+            except (OSError, ValueError):  # no trajectory to keep: the row still is
+                pass
+        self.attempts_path.parent.mkdir(parents=True, exist_ok=True)
+        _append_line(self.attempts_path, record.model_dump_json(), self._lock)
+        return record
+
+    def attempts(self) -> list[TrialRecord]:
+        """Every failed attempt kept so far, oldest first (unreadable lines skipped)."""
+        if not self.attempts_path.is_file():
+            return []
+        rows = []
+        for line in self.attempts_path.read_bytes().splitlines():
+            try:
+                rows.append(TrialRecord.model_validate_json(line))
+            except ValidationError:
+                continue
+        return rows
+
+
+def check_journal_tree(root: Path) -> None:
+    """Raise JournalError naming every journal path under `root` that is a directory, before any run
+    starts (inside a run it would surface as one failed step among many)."""
+    if not root.is_dir():
+        return
+    bad = sorted(str(p) for p in root.rglob("*.jsonl") if p.is_dir())
+    if bad:
+        raise JournalError(f"{bad[0]}: the trial journal is a directory, not a file"
+                           + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+                           + "; move it away (or use a new --out directory) and run again")
+
+
+def _append_line(path: Path, line: str, lock: threading.Lock) -> None:
+    try:
+        with lock, open(path, "a") as fh:
+            fh.write(line + "\n")
             fh.flush()
             os.fsync(fh.fileno())
+    except IsADirectoryError as exc:
+        raise JournalError(f"{path}: the trial journal is a directory, not a file; move it away") from exc
+
+
+def _first_problem(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(p) for p in error["loc"])
+    return f"{where}: {error['msg']}" if where else error["msg"]
+
+
+def _ranges(numbers: list[int]) -> str:
+    """[1, 2, 3, 7] -> '1-3, 7'."""
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def run_trials(
@@ -58,31 +187,34 @@ def run_trials(
     description: str = "trials",
     progress: bool = True,
 ) -> list[TrialRecord]:
-    """Run every spec whose key is not yet in the journal; return all records in spec order.
+    """Run every spec without a result in the journal; return all records in spec order.
 
-    Trials run in a bounded thread pool (they wait on sandbox processes). A trial that
-    raises (an infrastructure failure: sandbox, snapshot, disk) is returned as a `harness_error`
-    row but not journaled, so a resumed run tries it again instead of keeping the failure.
+    Trials run in a bounded thread pool (they wait on sandbox processes). A trial that ends in
+    `harness_error`, returned by `execute` or raised from it (an infrastructure failure: sandbox,
+    snapshot, disk), is returned as such for this run's table (left out of every estimate) and kept
+    in the attempts journal, not the journal: the next run tries it again.
     """
     specs = list(specs)
     done = journal.load()
     todo = [s for s in specs if s.key not in done]
 
-    def guarded(spec: TrialSpec) -> tuple[TrialRecord, bool]:
+    def guarded(spec: TrialSpec) -> TrialRecord:
         start = time.monotonic()
         try:
-            return execute(spec), True
+            return execute(spec)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
-            return _error_record(spec, time.monotonic() - start, error), False
+            return _error_record(spec, time.monotonic() - start, error)
 
     bar = tqdm(total=len(specs), initial=len(specs) - len(todo), desc=description, unit="trial",
                disable=not progress, leave=False, dynamic_ncols=True)
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         futures = [pool.submit(guarded, s) for s in todo]
         for future in as_completed(futures):
-            record, keep = future.result()
-            if keep:
+            record = future.result()
+            if record.exit_reason == "harness_error":
+                record = journal.append_attempt(record)
+            else:
                 journal.append(record)
             done[record.trial_key] = record
             bar.update(1)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import functools
+import json
+import math
 import shlex
 import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from hrbench.config_files import read_text_file
 from hrbench.tasks.model import Stage, Task, TaskError
 
 SINGLE_STAGE_NAME = "main"
@@ -21,7 +24,7 @@ def load_task(path: str | Path) -> Task:
     if not toml_path.is_file():
         raise TaskError(f"{root}: no task.toml; a task package needs task.toml at its top level")
     try:
-        config = tomllib.loads(toml_path.read_text())
+        config = tomllib.loads(_text(toml_path, "task.toml"))
     except tomllib.TOMLDecodeError as exc:
         raise TaskError(f"{toml_path}: malformed TOML: {exc}") from exc
 
@@ -41,14 +44,22 @@ def load_task(path: str | Path) -> Task:
             raise TaskError(f"{toml_path}: [[steps]] must be a non-empty array of tables")
         stages = [_stage(root, toml_path, i, step, depends, weights) for i, step in enumerate(steps)]
     _check_graph(stages, depends, toml_path)
+    unknown = sorted(set(weights) - {s.name for s in stages})
+    if unknown:
+        raise TaskError(f"{toml_path}: [metadata.hrbench.weights] names unknown stage(s) {unknown}; "
+                        f"stages are {[s.name for s in stages]}")
 
     structure = meta.get("structure", "deep" if any(s.depends_on for s in stages) else "shallow")
     if structure not in ("shallow", "deep"):
         raise TaskError(f"{toml_path}: [metadata.hrbench] structure must be 'shallow' or 'deep', got {structure!r}")
 
-    env = config.get("environment", {})
+    env = _table(config, "environment", toml_path, required=False)
+    if not isinstance(env.get("workdir", ""), str):
+        raise TaskError(f"{toml_path}: [environment] workdir must be a string path")
     workdir, copies, docker_only = _read_dockerfile(root / "environment" / "Dockerfile", env.get("workdir"))
     setup = root / "environment" / "setup.sh"
+    if setup.is_file():
+        _text(setup, "setup script (environment/setup.sh)")
     shared = root / "tests"
     return Task(
         name=name,
@@ -62,8 +73,10 @@ def load_task(path: str | Path) -> Task:
         setup_script=setup if setup.is_file() else None,
         shared_tests=shared if shared.is_dir() else None,
         docker_only=docker_only,
-        verifier_timeout_sec=float(config.get("verifier", {}).get("timeout_sec", 60.0)),
-        agent_timeout_sec=float(config.get("agent", {}).get("timeout_sec", 120.0)),
+        verifier_timeout_sec=_positive(_table(config, "verifier", toml_path, required=False), "timeout_sec", 60.0,
+                                       f"{toml_path}: [verifier] timeout_sec"),
+        agent_timeout_sec=_positive(_table(config, "agent", toml_path, required=False), "timeout_sec", 120.0,
+                                    f"{toml_path}: [agent] timeout_sec"),
     )
 
 
@@ -94,10 +107,31 @@ def _table(parent: Any, key: str, where: Path, required: bool = True) -> dict[st
     return value
 
 
+def _text(path: Path, what: str) -> str:
+    return read_text_file(path, TaskError, what)
+
+
+def _positive(table: dict, key: str, default: float, where: str) -> float:
+    """A finite number > 0 from a TOML table (TOML has inf and nan)."""
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise TaskError(f"{where} must be a positive number, got {value!r}")
+    return float(value)
+
+
 def _require(path: Path, what: str) -> Path:
+    """A script the harness runs later: it must exist and be UTF-8 text now, not fail mid-study."""
     if not path.is_file():
         raise TaskError(f"{path}: missing {what}")
+    _text(path, what)
     return path
+
+
+def _instruction(path: Path) -> str:
+    what = "instruction (instruction.md)"
+    if not path.is_file():
+        raise TaskError(f"{path}: missing {what}")
+    return _text(path, what)
 
 
 def _stage(
@@ -115,11 +149,11 @@ def _stage(
     return Stage(
         name=name,
         index=index,
-        instruction=_require(folder / "instruction.md", "instruction (instruction.md)").read_text(),
+        instruction=_instruction(folder / "instruction.md"),
         solution=_require(folder / "solution" / "solve.sh", "reference solution (solution/solve.sh)"),
         tests=_require(folder / "tests" / "test.sh", "verifier (tests/test.sh)").parent,
         depends_on=tuple(deps),
-        weight=float(weights.get(name, 1.0)),
+        weight=_positive(weights, name, 1.0, f"{toml_path}: [metadata.hrbench.weights] {name}"),
     )
 
 
@@ -127,7 +161,7 @@ def _single_stage(root: Path) -> Stage:
     return Stage(
         name=SINGLE_STAGE_NAME,
         index=0,
-        instruction=_require(root / "instruction.md", "instruction (instruction.md)").read_text(),
+        instruction=_instruction(root / "instruction.md"),
         solution=_require(root / "solution" / "solve.sh", "reference solution (solution/solve.sh)"),
         tests=_require(root / "tests" / "test.sh", "verifier (tests/test.sh)").parent,
     )
@@ -178,7 +212,8 @@ def _read_dockerfile(path: Path, workdir_override: str | None) -> tuple[str, lis
     if not path.is_file():
         return workdir, copies, None
     reasons: list[str] = []
-    for number, raw in enumerate(_logical_lines(path.read_text()), start=1):
+    for number, raw in _logical_lines(_text(path, "Dockerfile")):
+        where = f"{path}:{number}"
         parts = raw.split(None, 1)
         if not parts:
             continue
@@ -186,12 +221,15 @@ def _read_dockerfile(path: Path, workdir_override: str | None) -> tuple[str, lis
         if op == "WORKDIR":
             workdir = workdir_override or rest.strip()
         elif op in ("COPY", "ADD"):
-            args = [a for a in shlex.split(rest) if not a.startswith("--")]
+            flags, args = _copy_args(rest, where, op)
             if len(args) < 2:
-                raise TaskError(f"{path}: {op} needs a source and a destination: {raw!r}")
+                raise TaskError(f"{where}: {op} needs a source and a destination: {raw!r}")
+            if any(f.startswith("--from") for f in flags):
+                reasons.append(f"{op} --from needs a container build")
+                continue
             *sources, dest = args
             for src in sources:
-                copies.extend(_copy_entry(path.parent, src, dest, workdir, reasons))
+                copies.extend(_copy_entry(path.parent, src, dest, workdir, reasons, where, op))
         elif op == "RUN":
             reason = _run_needs_container(rest)
             if reason:
@@ -201,28 +239,75 @@ def _read_dockerfile(path: Path, workdir_override: str | None) -> tuple[str, lis
     return workdir, copies, ("; ".join(reasons) or None)
 
 
-def _logical_lines(text: str) -> list[str]:
-    lines, buf = [], ""
-    for line in text.splitlines():
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first physical line number, instruction) for each instruction, continuations joined."""
+    lines: list[tuple[int, str]] = []
+    buf, start = "", 0
+    for number, line in enumerate(text.splitlines(), start=1):
         if line.strip().startswith("#"):
             continue
+        if not buf:
+            start = number
         if line.rstrip().endswith("\\"):
             buf += line.rstrip()[:-1] + " "
             continue
-        lines.append((buf + line).strip())
+        lines.append((start, (buf + line).strip()))
         buf = ""
     if buf:
-        lines.append(buf.strip())
+        lines.append((start, buf.strip()))
     return lines
 
 
-def _copy_entry(context: Path, src: str, dest: str, workdir: str, reasons: list[str]) -> list[tuple[Path, str]]:
-    source = (context / src).resolve()
-    if not source.exists():
-        raise TaskError(f"{context / 'Dockerfile'}: COPY source {src!r} does not exist")
+def _copy_args(rest: str, where: str, op: str) -> tuple[list[str], list[str]]:
+    """(--flags, paths) of a COPY/ADD in shell form or JSON (exec) form."""
+    words = rest.split()
+    flags = []
+    while words and words[0].startswith("--"):
+        flags.append(words.pop(0))
+    body = " ".join(words)
+    try:
+        args = json.loads(body) if body.startswith("[") else shlex.split(body)
+    except ValueError as exc:
+        raise TaskError(f"{where}: cannot parse {op} arguments {body!r}: {exc}") from exc
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise TaskError(f"{where}: {op} in JSON form must be a list of strings: {body!r}")
+    return flags, args
+
+
+def _copy_entry(context: Path, src: str, dest: str, workdir: str, reasons: list[str], where: str,
+                op: str) -> list[tuple[Path, str]]:
+    """A COPY source inside the build context (environment/), with no symlink on the way or inside it:
+    the local backend copies it onto the workspace, so anything else would pull host files in."""
+    if src.startswith("/"):
+        raise TaskError(f"{where}: {op} source {src!r} is an absolute path; sources must be relative to the "
+                        f"build context {context}")
+    if any(c in src for c in "*?["):
+        raise TaskError(f"{where}: {op} source {src!r} uses a wildcard; name the files or directories")
+    lexical = context.joinpath(*[p for p in src.split("/") if p not in ("", ".")])
+    if ".." in Path(src).parts:
+        raise TaskError(f"{where}: {op} source {src!r} leaves the build context {context}; "
+                        "keep task files under environment/")
+    if context.is_symlink():
+        raise TaskError(f"{where}: the build context {context} is a symlink; make environment/ a real directory")
+    node = context
+    for part in lexical.relative_to(context).parts:
+        node = node / part
+        if node.is_symlink():
+            raise TaskError(f"{where}: {op} source {src!r} goes through the symlink {node}; "
+                            "copy the real file into environment/ instead")
+    if not lexical.exists():
+        raise TaskError(f"{where}: {op} source {src!r} does not exist")
+    if lexical.is_dir():
+        for inner in sorted(lexical.rglob("*")):
+            if inner.is_symlink():
+                raise TaskError(f"{where}: {op} source {src!r} contains the symlink {inner}; "
+                                "replace it with the real file")
+    source = lexical.resolve()
+    if not source.is_relative_to(context.resolve()):
+        raise TaskError(f"{where}: {op} source {src!r} leaves the build context {context}")
     target = dest if dest.startswith("/") else f"{workdir.rstrip('/')}/{dest}"
     if not (target == workdir or target.startswith(workdir.rstrip("/") + "/")):
-        reasons.append(f"COPY to {target} lies outside WORKDIR {workdir}")
+        reasons.append(f"{op} to {target} lies outside WORKDIR {workdir}")
         return []
     rel = target[len(workdir):].strip("/")
     return [(source, rel)]

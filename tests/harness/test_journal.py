@@ -1,12 +1,15 @@
-"""Protects crash safety of the trial journal: torn lines, infrastructure failures, no duplicates."""
+"""Protects crash safety and resume of the trial journal: torn and unreadable lines, failed attempts
+kept aside and retried on the next run, no duplicates."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
+
 from hrbench.harness.records import TrialRecord, TrialSpec
-from hrbench.harness.journal import TrialJournal, run_trials
+from hrbench.harness.journal import JournalError, JournalWarning, TrialJournal, run_trials
 
 
 def _spec(i: int) -> TrialSpec:
@@ -25,7 +28,8 @@ def test_torn_last_line_is_cut_so_the_next_record_is_kept(tmp_path: Path):
     journal.append(_record(_spec(0)))
     with open(journal.path, "a") as fh:
         fh.write(_record(_spec(1)).model_dump_json()[:40])  # a crash mid-write
-    assert set(journal.load()) == {_spec(0).key}
+    with pytest.warns(JournalWarning, match="cut a torn last line"):
+        assert set(journal.load()) == {_spec(0).key}
     journal.append(_record(_spec(2)))
     assert set(journal.load()) == {_spec(0).key, _spec(2).key}
     assert all(json.loads(line) for line in journal.path.read_text().splitlines())
@@ -49,3 +53,85 @@ def test_infrastructure_failures_are_returned_but_retried_on_resume(tmp_path: Pa
     assert sorted(calls) == [0, 1, 1, 2]  # only the failed trial ran again
     keys = [json.loads(line)["trial_key"] for line in journal.path.read_text().splitlines()]
     assert len(keys) == len(set(keys)) == 3
+
+
+def _failed(spec: TrialSpec, error: str = "agent program exited (code 1)") -> TrialRecord:
+    return _record(spec).model_copy(update={"passed": False, "exit_reason": "harness_error", "error": error})
+
+
+def test_returned_harness_errors_are_kept_as_attempts_and_retried_on_the_next_run(tmp_path: Path):
+    journal = TrialJournal(tmp_path / "j.jsonl")
+    calls: list[int] = []
+
+    def crashes_first_time(spec: TrialSpec) -> TrialRecord:
+        calls.append(spec.trial_index)
+        return _failed(spec) if calls.count(spec.trial_index) == 1 and spec.trial_index != 0 else _record(spec)
+
+    specs = [_spec(i) for i in range(3)]
+    first = run_trials(specs, crashes_first_time, journal, concurrency=2, progress=False)
+    assert [r.exit_reason for r in first] == ["passed", "harness_error", "harness_error"]
+    assert set(journal.load()) == {_spec(0).key}  # a failed attempt is not a result
+    second = run_trials(specs, crashes_first_time, TrialJournal(tmp_path / "j.jsonl"), concurrency=2,
+                        progress=False)
+    assert [r.exit_reason for r in second] == ["passed"] * 3
+    assert sorted(calls) == [0, 1, 1, 2, 2]
+    assert sorted(r.trial_index for r in journal.attempts()) == [1, 2]
+    assert all(r.exit_reason == "harness_error" for r in journal.attempts())
+    third = run_trials(specs, crashes_first_time, journal, concurrency=2, progress=False)
+    assert [r.exit_reason for r in third] == ["passed"] * 3 and len(calls) == 5  # nothing left to run
+
+
+def test_failed_attempts_keep_their_trajectory_under_a_name_of_their_own(tmp_path: Path):
+    out = tmp_path / "out"
+    journal = TrialJournal(out / "journal" / "j.jsonl", out)
+    trajectory = out / "trajectories" / "t" / "0.json.gz"
+
+    def writes_trajectory(spec: TrialSpec) -> TrialRecord:
+        trajectory.parent.mkdir(parents=True, exist_ok=True)
+        trajectory.write_bytes(b"attempt")
+        return _failed(spec).model_copy(update={"trajectory_path": "trajectories/t/0.json.gz"})
+
+    for _ in range(2):
+        [row] = run_trials([_spec(0)], writes_trajectory, journal, concurrency=1, progress=False)
+    assert row.trajectory_path == "trajectories/t/0.attempt-2.json.gz"
+    assert [r.trajectory_path for r in journal.attempts()] == [
+        "trajectories/t/0.attempt-1.json.gz", "trajectories/t/0.attempt-2.json.gz"]
+    assert all((out / r.trajectory_path).read_bytes() == b"attempt" for r in journal.attempts())
+    assert not trajectory.exists()  # the retry writes the trial's own name afresh
+
+
+def test_harness_error_rows_in_an_old_journal_are_not_results(tmp_path: Path):
+    journal = TrialJournal(tmp_path / "j.jsonl")
+    journal.append(_failed(_spec(0)))  # journaled by an hrbench that did not retry
+    journal.append(_record(_spec(1)))
+    assert set(journal.load()) == {_spec(1).key}
+    rows = run_trials([_spec(0), _spec(1)], _record, journal, concurrency=1, progress=False)
+    assert [r.exit_reason for r in rows] == ["passed", "passed"]
+
+
+def test_unreadable_lines_are_reported_with_their_line_numbers(tmp_path: Path):
+    journal = TrialJournal(tmp_path / "j.jsonl")
+    good = [_record(_spec(i)).model_dump_json().encode() for i in range(3)]
+    journal.path.write_bytes(b"\n".join([good[0], b"not json", b"\xff\xfe\x00binary", good[1],
+                                         b'{"trial_key": "x"}', good[2]]) + b"\n")
+    with pytest.warns(JournalWarning) as caught:
+        records = journal.load()
+    assert set(records) == {_spec(i).key for i in range(3)}
+    assert journal.skipped_lines == [2, 3, 5]
+    message = str(caught[0].message)
+    assert message.startswith(f"{journal.path}: skipped unreadable line(s) 2-3, 5 (not trial records: ")
+    assert journal.path.read_bytes().count(b"\n") == 6  # reported, not deleted
+
+
+def test_a_whole_last_record_without_its_newline_is_kept(tmp_path: Path):
+    journal = TrialJournal(tmp_path / "j.jsonl")
+    journal.path.write_text(_record(_spec(0)).model_dump_json())
+    assert set(journal.load()) == {_spec(0).key}
+    journal.append(_record(_spec(1)))
+    assert set(journal.load()) == {_spec(0).key, _spec(1).key}
+
+
+def test_a_journal_path_that_is_a_directory_is_one_clear_error(tmp_path: Path):
+    (tmp_path / "j.jsonl").mkdir()
+    with pytest.raises(JournalError, match=r"j\.jsonl: the trial journal is a directory, not a file; move it away"):
+        run_trials([_spec(0)], _record, TrialJournal(tmp_path / "j.jsonl"), progress=False)
