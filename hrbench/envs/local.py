@@ -55,7 +55,7 @@ def run_confined(argv: list[str], stdin: str, timeout_s: float, cgroup: TrialCgr
     main child, and the trial's cgroup is emptied of anything still leaving."""
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True, env=LAUNCH_ENV)
+                            start_new_session=True, env=LAUNCH_ENV, cwd="/")
     buf = HeadTail(output_limit // 2)
 
     def read() -> None:

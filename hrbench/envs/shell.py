@@ -100,7 +100,7 @@ class PersistentShell:
         self._carry = b""
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, bufsize=0, env=LAUNCH_ENV,
+            start_new_session=True, bufsize=0, env=LAUNCH_ENV, cwd="/",
         )
         self._reader = threading.Thread(target=self._read_loop, daemon=True, name="hrbench-shell-reader")
         self._reader.start()
