@@ -18,7 +18,8 @@ MAX_REPLY_BYTES ends it as `limit_exceeded` (the line is discarded as it streams
 Lines the program writes to stderr are kept (the last 50, cut short) for the error message.
 
 The program runs in a bubblewrap sandbox of its own (confine.py): read-only /usr and /etc, the
-directory of its script (every argv element that names a file), the paths its config declares in
+directory of its program (argv[0] when it is a path, and the first later argument naming a file:
+the script an interpreter runs), the paths its config declares in
 `files` (read-only) and `writable`, a private /tmp, no network unless `network: true`, and only the
 environment variables its config names in `env`. It cannot read the task registry, solutions, tests,
 journals or the trial's workspace (it acts through the harness's shell). Its processes share a
@@ -84,12 +85,13 @@ def program_mounts(spec: CommandAgentSpec) -> tuple[list[str], str]:
     declared `files` read-only and `writable` read-write), and the working directory inside."""
     cwd = Path(spec.cwd).resolve() if spec.cwd else Path.cwd()
     read_only: list[Path] = []
-    for arg in spec.argv:
-        candidate = Path(arg) if os.path.isabs(arg) else cwd / arg
-        if not arg.startswith("-") and candidate.is_file():
-            folder = candidate.resolve().parent
-            if not any(folder == d or d in folder.parents for d in _SYSTEM_DIRS):
-                read_only.append(folder)
+    # The program: argv[0] when it is a path, and the script an interpreter runs (the first later
+    # argument naming a file). Other files in argv are data: they must be declared in `files`.
+    scripts = [a for a in spec.argv[1:] if not a.startswith("-") and (Path(a) if os.path.isabs(a) else cwd / a).is_file()]
+    for arg in ([spec.argv[0]] if "/" in spec.argv[0] else []) + scripts[:1]:
+        folder = (Path(arg) if os.path.isabs(arg) else cwd / arg).resolve().parent
+        if not any(folder == d or d in folder.parents for d in _SYSTEM_DIRS):
+            read_only.append(folder)
     read_only += [Path(p).resolve() for p in spec.files]
     writable = [Path(p).resolve() for p in spec.writable]
     args: list[str] = []

@@ -252,7 +252,8 @@ def run_stage(env: Environment, agent: Agent, task: Task, stage: Stage, history:
     if recorder:
         recorder.system(f"part {stage.index + 1} verified: reward {verdict.reward:g} "
                         f"({'passed' if verdict.passed else 'failed'})", stage.index,
-                        exit_reason=reason, verifier_output=verdict.output[-2000:])
+                        exit_reason=reason, verifier_output=verdict.output[-2000:],
+                        verifier_output_bytes=verdict.output_bytes)
     end_usage = _usage(agent)
     return StageOutcome(
         stage=stage.name, passed=verdict.passed, reward=verdict.reward, turns=turns,
