@@ -47,7 +47,7 @@ from hrbench.envs.confine import (
     root_mounts,
 )
 
-MAX_REPLY_BYTES = 4 * 1024 * 1024  # one reply line; an action is a few kilobytes
+MAX_REPLY_BYTES = 1024 * 1024  # one reply line; an action is a few kilobytes (the history keeps them all)
 STDERR_LINES, STDERR_LINE_BYTES = 50, 500
 # The program's own sandbox: what a CLI agent with a model client needs, nothing of the trial's.
 AGENT_LIMITS = SandboxLimits(memory_mb=4096, max_pids=512, tmp_mb=1024, workspace_mb=1024)

@@ -51,8 +51,9 @@ def run_confined(argv: list[str], stdin: str, timeout_s: float, cgroup: TrialCgr
                  output_limit: int = EXEC_OUTPUT_LIMIT) -> ExecResult:
     """Run a confined command, feeding it `stdin`; its output is kept head and tail only.
 
-    On return the command's whole process tree is gone: bwrap's pid namespace dies with its
-    main child, and the trial's cgroup is emptied of anything still leaving."""
+    When it returns, the command's process tree is gone or going: bwrap's pid namespace dies with
+    its main child (or with bwrap, on a timeout). Callers that must be sure (verify) empty the
+    trial's cgroup afterwards; doing it here would also end a persistent shell of the same trial."""
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True, env=LAUNCH_ENV, cwd="/")
@@ -79,12 +80,10 @@ def run_confined(argv: list[str], stdin: str, timeout_s: float, cgroup: TrialCgr
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _kill_group(proc)
-    if cgroup is not None:
-        cgroup.kill()
+        _kill_group(proc)  # bwrap dies, and its pid namespace with it (--die-with-parent)
     reader.join(timeout=_KILL_GRACE_S)
-    if reader.is_alive():  # something still holds the pipe (no cgroup here): end the sandbox for good
-        _kill_group(proc)
+    if reader.is_alive() and cgroup is not None:  # something still holds the pipe: empty the trial's cgroup
+        cgroup.kill()
         reader.join(timeout=_KILL_GRACE_S)
     for stream in (proc.stdout, proc.stdin):
         try:

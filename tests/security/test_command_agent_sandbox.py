@@ -63,7 +63,15 @@ def listener():
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(8)
-    threading.Thread(target=lambda: [server.accept() for _ in range(8)], daemon=True).start()
+
+    def accept() -> None:
+        try:
+            while True:
+                server.accept()[0].close()
+        except OSError:  # closed at teardown
+            pass
+
+    threading.Thread(target=accept, daemon=True).start()
     yield server.getsockname()[1]
     server.close()
 

@@ -31,7 +31,7 @@ def _run(case: str, tmp_path: Path) -> dict:
 @pytest.mark.slow
 def test_a_200mb_reply_ends_the_trial_as_limit_exceeded_in_bounded_memory(tmp_path: Path):
     result = _run("reply_200mb", tmp_path)
-    assert result["exit_reason"] == "limit_exceeded" and "passed 4194304 bytes" in result["error"]
+    assert result["exit_reason"] == "limit_exceeded" and "passed 1048576 bytes" in result["error"]
 
 
 @pytest.mark.slow
