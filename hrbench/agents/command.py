@@ -40,10 +40,17 @@ from pathlib import Path
 
 from hrbench.agents.base import Action, Agent, Observation, TrialContext, Usage
 from hrbench.agents.config import CommandAgentSpec
-from hrbench.agents.llm import ParsedAction, parse_reply
+from hrbench.agents.llm import parse_reply
 from hrbench.envs.base import LimitExceeded, SandboxError
 from hrbench.envs.confine import (
-    LAUNCH_ENV, SANDBOX_PATH, SANDBOX_UID, SandboxLimits, TrialCgroup, confined_argv, namespace_args, privileged,
+    LAUNCH_ENV,
+    SANDBOX_PATH,
+    SANDBOX_UID,
+    SandboxLimits,
+    TrialCgroup,
+    confined_argv,
+    namespace_args,
+    privileged,
     root_mounts,
 )
 
@@ -233,7 +240,7 @@ class CommandAgent(Agent):
                                     cost_usd=float(usage.get("cost_usd", 0.0)))
         except (ValueError, AttributeError, TypeError):
             pass
-        return action if isinstance(action, ParsedAction) else action
+        return action
 
     def usage(self) -> Usage:
         return self._usage

@@ -68,7 +68,7 @@ def privileged() -> bool:
     return os.geteuid() == 0
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tool(name: str) -> str:
     path = shutil.which(name, path=SANDBOX_PATH)
     if path is None:

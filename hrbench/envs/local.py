@@ -14,17 +14,27 @@ import os
 import shutil
 import stat
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from hrbench.envs.base import ExecResult, SandboxError, VerifierResult
 from hrbench.envs.confine import (
-    LAUNCH_ENV, SANDBOX_UID, area_tempdir, SandboxLimits, TrialCgroup, bwrap_available, confined_argv, mount_sized_tmpfs, namespace_args,
-    privileged, root_mounts, sandbox_area, sandbox_owner, unmount,
+    LAUNCH_ENV,
+    SANDBOX_UID,
+    SandboxLimits,
+    TrialCgroup,
+    area_tempdir,
+    bwrap_available,
+    confined_argv,
+    mount_sized_tmpfs,
+    namespace_args,
+    privileged,
+    root_mounts,
+    sandbox_area,
+    sandbox_owner,
+    unmount,
 )
 from hrbench.harness.truncation import HeadTail
 from hrbench.tasks.model import Stage, Task
@@ -144,7 +154,7 @@ class LocalEnvironment:
         return run_confined(confined_argv(args, ["/bin/bash", "-s"], self.limits, self.cgroup), command, timeout_s,
                             self.cgroup)
 
-    def open_shell(self) -> "PersistentShell":
+    def open_shell(self) -> PersistentShell:
         """A persistent sandboxed bash over this workspace (llm and command agents type into it).
 
         Same sandbox and limits as `exec`; `verify` and `close` end it (and everything it started)."""

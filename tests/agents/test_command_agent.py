@@ -13,9 +13,9 @@ import pytest
 
 from hrbench.agents.command import CommandAgent
 from hrbench.agents.config import CommandAgentSpec
+from hrbench.harness.trajectory import read_trajectory
 from hrbench.harness.trials import run_checkpoint_trial, run_natural_trial
 from hrbench.protocol import CONDITIONS, CheckpointProtocol
-from hrbench.harness.trajectory import read_trajectory
 from tests.agents.helpers import FAST, spec
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "command_agent" / "list_then_finish.py"
@@ -44,7 +44,7 @@ def test_example_command_agent_runs_a_natural_rollout(tiny_task, backend, tmp_pa
     assert record.exit_reason == "failed" and record.stopped_stage == "make"  # it looks, solves nothing
     assert record.turns == 2 and record.tokens_out == 20
     traj = read_trajectory(tmp_path / record.trajectory_path)
-    first = [s for s in traj["steps"] if s["source"] == "agent"][0]
+    first = next(s for s in traj["steps"] if s["source"] == "agent")
     assert "seed.txt" in first["observation"]["results"][0]["content"]  # ls ran in the persistent shell
 
 

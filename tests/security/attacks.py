@@ -75,8 +75,8 @@ def attacks(trial: Trial, cache: Path) -> dict[str, tuple[bool, str]]:
     leaked = [d for d in host_dirs if os.path.lexists(d.rstrip("/") + f"/escape-{nonce}")]
     for d in leaked:
         Path(d.rstrip("/") + f"/escape-{nonce}").unlink()
-    results["write a file outside the workspace"] = (not leaked, f"host files created: {leaked or 'none'}; "
-                                                                 f"inside: {out.strip() or 'every write refused'}")
+    results["write a file outside the workspace"] = (
+        not leaked, f"host files created: {leaked or 'none'}; inside: {out.strip() or 'every write refused'}")
 
     swappiness = Path("/proc/sys/vm/swappiness").read_text().strip()  # writing it back is harmless if it works
     out = trial.sh(f"echo {swappiness} > /proc/sys/vm/swappiness; echo rc=$?; "

@@ -40,7 +40,7 @@ def test_every_attack_fails_with_hrbench_running_as_root(tmp_path: Path):
     out = tmp_path / "results.json"
     env = {**os.environ, "OPENAI_API_KEY": FAKE_KEY, "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-m", "tests.security.attacks", str(out)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
     results = _report(out, proc)
     _assert_all_held(results, proc.stdout)
     assert "exceed the disk limit with many files (64 MB workspace)" in results  # root: the workspace is sized
@@ -63,22 +63,37 @@ def delegated_cgroups():
         group.rmdir()
 
 
-def test_every_attack_fails_with_hrbench_running_as_an_unprivileged_user(delegated_cgroups):
-    assert delegated_cgroups, "this host has no memory or pids cgroup to delegate"
+def _run_as_user(cgroups: list[Path]) -> tuple[dict, str]:
+    """The attack sequence with hrbench started as TEST_UID, inside `cgroups` (none: no delegation)."""
     home = Path(tempfile.mkdtemp(prefix="hrbench-user-"))
     try:
         os.chown(home, TEST_UID, TEST_UID)
         out = home / "results.json"
-        join = "".join(f"echo $$ > {g}/cgroup.procs\n" for g in delegated_cgroups)
+        join = "".join(f"echo $$ > {g}/cgroup.procs\n" for g in cgroups)
         argv = ["/bin/sh", "-c", join + 'exec "$@"', "launcher", "setpriv", f"--reuid={TEST_UID}",
                 f"--regid={TEST_UID}", "--clear-groups", "--inh-caps=-all", "--",
                 "/usr/bin/python3", "-m", "tests.security.attacks", str(out)]
         env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home), "OPENAI_API_KEY": FAKE_KEY,
                "PYTHONPATH": ":".join([str(REPO), *SITE_PACKAGES])}
-        proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
         results = _report(out, proc)
         assert f"as uid {TEST_UID} (root=False)" in proc.stdout
-        assert "cgroups for a trial: ['memory', 'pids']" in proc.stdout
-        _assert_all_held(results, proc.stdout)
+        return results, proc.stdout
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_every_attack_fails_with_hrbench_running_as_an_unprivileged_user(delegated_cgroups):
+    assert delegated_cgroups, "this host has no memory or pids cgroup to delegate"
+    results, transcript = _run_as_user(delegated_cgroups)
+    assert "cgroups for a trial: ['memory', 'pids']" in transcript
+    _assert_all_held(results, transcript)
+
+
+def test_without_a_cgroup_only_the_documented_fallbacks_are_weaker():
+    """No cgroup to use (an unprivileged user without delegation): processes are bounded per uid and
+    memory per process (docs/security.md), so only the per-trial memory attack gets through."""
+    results, transcript = _run_as_user([])
+    assert "cgroups for a trial: none" in transcript
+    broken = {name for name, r in results.items() if not r["held"]}
+    assert broken == {next(n for n in results if n.startswith("exceed the memory limit"))}, transcript
