@@ -148,7 +148,11 @@ class CommandAgent(Agent):
                 self.argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 env=LAUNCH_ENV, cwd="/", start_new_session=True,
             )
-        except (OSError, SandboxError) as exc:
+        except (OSError, SandboxError, CommandAgentError) as exc:
+            self._cgroup.remove()
+            self._cgroup = None
+            if isinstance(exc, CommandAgentError):
+                raise
             raise CommandAgentError(f"agent {self.spec.id!r}: cannot start {self.spec.argv}: {exc}") from exc
         os.set_blocking(self.proc.stdin.fileno(), False)
         self._lines: queue.Queue = queue.Queue()

@@ -171,10 +171,12 @@ class TrialCgroup:
     Where a controller is unavailable the trial falls back to per-process rlimits (`enforced`
     says which controllers hold)."""
 
-    def __init__(self, name: str, limits: SandboxLimits):
+    def __init__(self, name: str, limits: SandboxLimits, existing: dict[str, Path] | None = None):
         self.limits = limits
-        self.dirs: dict[str, Path] = {}
-        leaf = f"hrbench-{name}-{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}"
+        self.dirs: dict[str, Path] = dict(existing or {})
+        if existing is not None:  # adopting groups already there (a dead harness's, to remove them)
+            return
+        leaf = f"hrbench-{os.getpid()}-{name}-{next(_counter)}-{secrets.token_hex(3)}"
         for controller, base in _cgroup_bases().items():
             group = base / leaf
             try:
@@ -340,12 +342,37 @@ def sandbox_area() -> Path:
 
 
 def area_tempdir(prefix: str, parent: Path | None = None) -> Path:
-    """A new private directory in the sandbox area that the sandbox uid may traverse (mode 0711)."""
+    """A new directory for the sandbox (mode 0711, so the sandbox uid may traverse it), named after
+    this process so that `sweep_stale` can tell a dead harness's leftovers."""
     import tempfile
 
-    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent or sandbox_area()))
+    folder = Path(tempfile.mkdtemp(prefix=f"{prefix}-{os.getpid()}-", dir=parent or sandbox_area()))
     os.chmod(folder, 0o711)
     return folder
+
+
+def _owner_alive(name: str, position: int) -> bool:
+    try:
+        pid = int(name.split("-")[position])
+    except (IndexError, ValueError):
+        return True  # not ours: leave it alone
+    return Path(f"/proc/{pid}").exists()
+
+
+@functools.cache
+def sweep_stale(area: Path) -> None:
+    """Once per process: remove what a harness that died (SIGKILL, OOM) left behind in the sandbox
+    area (workspace tmpfs mounts, staging dirs) and its trial cgroups."""
+    for entry in area.iterdir() if area.is_dir() else []:
+        if entry.name.startswith(("ws-", "build-", "verify-")) and not _owner_alive(entry.name, 1):
+            for mounted in (entry / "logs", entry):
+                if os.path.ismount(mounted):
+                    unmount(mounted)
+            shutil.rmtree(entry, ignore_errors=True)
+    for controller, base in _cgroup_bases().items():
+        for group in base.glob("hrbench-*"):
+            if group.is_dir() and not _owner_alive(group.name, 1):
+                TrialCgroup(group.name, SandboxLimits(), existing={controller: group}).remove()
 
 
 _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2

@@ -34,6 +34,7 @@ from hrbench.envs.confine import (
     root_mounts,
     sandbox_area,
     sandbox_owner,
+    sweep_stale,
     unmount,
 )
 from hrbench.harness.truncation import HeadTail
@@ -180,7 +181,7 @@ class LocalEnvironment:
         No agent process is alive while the verifier runs, /logs starts empty, and the reward is
         read only once the verifier's whole process tree is dead."""
         self.stop_agent_processes()
-        tmp = area_tempdir("verify-")
+        tmp = area_tempdir("verify")
         try:
             tests, logs = tmp / "tests", tmp / "logs"
             tests.mkdir()
@@ -317,7 +318,11 @@ class LocalBackend:
 
     @property
     def scratch_dir(self) -> Path:
-        return self._scratch or sandbox_area()
+        if self._scratch is not None:
+            return self._scratch
+        area = sandbox_area()
+        sweep_stale(area)
+        return area
 
     def _lock(self, key: str) -> threading.Lock:
         with self._guard:
@@ -349,7 +354,7 @@ class LocalBackend:
             previous = self.checkpoint_state(task, stages_done - 1) if stages_done > 0 else None
             self.scratch_dir.mkdir(parents=True, exist_ok=True)
             # built where the sandbox uid can reach it, then moved next to its target and renamed
-            staging = area_tempdir(f"build-{task.name}-", self.scratch_dir)
+            staging = area_tempdir("build", self.scratch_dir)
             try:
                 building = staging / "state"
                 if previous is None:
@@ -403,7 +408,7 @@ class LocalBackend:
         """A fresh private copy of the checkpoint state, for one trial (a sized tmpfs when root)."""
         snapshot = self.checkpoint_state(task, stages_done)
         self.scratch_dir.mkdir(parents=True, exist_ok=True)
-        workspace = area_tempdir(f"{task.name}-", self.scratch_dir)
+        workspace = area_tempdir("ws", self.scratch_dir)
         mounted = mount_sized_tmpfs(workspace, self.limits.workspace_mb)
         try:
             copy_tree(snapshot, workspace)
