@@ -13,13 +13,16 @@ changing load falls on both alike:
 
     nice .venv/bin/python benchmarks/sandbox_overhead.py --compare /work/main /work/wt/sandbox
 
-Prints stage-trials/s with 1 and 2 workers and the wall time per stage-trial.
+Prints stage-trials/s with 1 and 2 workers, the wall time per stage-trial, and the CPU time per
+stage-trial (harness and sandboxes together): on a shared, loaded machine the CPU figure is the
+steadier measure of what the hardening costs.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -55,7 +58,13 @@ def _task(root: Path):
     return load_task(root / "trivial")
 
 
-def measure(trials: int, workers: int, root: Path) -> tuple[float, int]:
+def _cpu_s() -> float:
+    """CPU time of this process and of every child it has reaped (the sandboxes)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def measure(trials: int, workers: int, root: Path) -> tuple[float, float, int]:
     task = _task(root)
     backend = LocalBackend(root / f"cache-{workers}")
     backend.checkpoint_state(task, 0)  # built once per study: keep it out of the rate
@@ -69,11 +78,11 @@ def measure(trials: int, workers: int, root: Path) -> tuple[float, int]:
 
     for i in range(2):  # warm caches
         one(-1 - i)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_s()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         records = list(pool.map(one, range(trials)))
-    wall = time.perf_counter() - start
-    return wall, sum(r.passed for r in records)
+    wall, cpu = time.perf_counter() - start, _cpu_s() - cpu
+    return wall, cpu, sum(r.passed for r in records)
 
 
 def compare(before: str, after: str, trials: int, repeats: int) -> None:
@@ -83,6 +92,7 @@ def compare(before: str, after: str, trials: int, repeats: int) -> None:
     import sys
 
     walls: dict[tuple[str, int], list[float]] = {}
+    cpus: dict[tuple[str, int], list[float]] = {}
     for _ in range(repeats):
         for workers in (1, 2):
             for root in (before, after):
@@ -91,11 +101,14 @@ def compare(before: str, after: str, trials: int, repeats: int) -> None:
                                      capture_output=True, text=True, check=True).stdout
                 ms = float(out.split(" ms per stage-trial")[0].rsplit(" ", 1)[1])
                 walls.setdefault((root, workers), []).append(ms)
+                cpus.setdefault((root, workers), []).append(float(out.split(" ms CPU")[0].rsplit(" ", 1)[1]))
     for workers in (1, 2):
         b, a = (statistics.median(walls[(root, workers)]) for root in (before, after))
-        print(f"workers={workers}: before {1000 / b:.1f} stage-trials/s ({b:.1f} ms each), after {1000 / a:.1f} "
-              f"stage-trials/s ({a:.1f} ms each): {a - b:+.1f} ms per stage-trial "
-              f"(medians of {repeats}; before {walls[(before, workers)]}, after {walls[(after, workers)]})")
+        cb, ca = (statistics.median(cpus[(root, workers)]) for root in (before, after))
+        print(f"workers={workers}: before {1000 / b:.1f} stage-trials/s ({b:.1f} ms each, {cb:.1f} ms CPU), "
+              f"after {1000 / a:.1f} stage-trials/s ({a:.1f} ms each, {ca:.1f} ms CPU): {a - b:+.1f} ms wall and "
+              f"{ca - cb:+.1f} ms CPU per stage-trial (medians of {repeats}; wall before "
+              f"{walls[(before, workers)]}, after {walls[(after, workers)]})")
 
 
 def main() -> None:
@@ -114,14 +127,16 @@ def main() -> None:
           f"best of {args.repeats}")
     with tempfile.TemporaryDirectory() as tmp:
         for workers in [args.workers] if args.workers else [1, 2]:
-            walls = []
+            walls, cpus = [], []
             for r in range(args.repeats):
-                wall, passed = measure(args.trials, workers, Path(tmp) / f"w{workers}-{r}")
+                wall, cpu, passed = measure(args.trials, workers, Path(tmp) / f"w{workers}-{r}")
                 assert passed == args.trials, f"only {passed} of {args.trials} trials passed"
                 walls.append(wall)
+                cpus.append(cpu)
             best = min(walls)
             print(f"workers={workers}: {args.trials / best:.1f} stage-trials/s, {best / args.trials * 1000:.1f} ms "
-                  f"per stage-trial (runs: {', '.join(f'{w:.2f}s' for w in walls)})")
+                  f"per stage-trial, {min(cpus) / args.trials * 1000:.1f} ms CPU per stage-trial "
+                  f"(runs: {', '.join(f'{w:.2f}s' for w in walls)})")
 
 
 if __name__ == "__main__":

@@ -149,7 +149,7 @@ class CommandAgent(Agent):
                 env=LAUNCH_ENV, cwd="/", start_new_session=True,
             )
         except (OSError, SandboxError, CommandAgentError) as exc:
-            self._cgroup.remove()
+            self._cgroup.release()
             self._cgroup = None
             if isinstance(exc, CommandAgentError):
                 raise
@@ -276,7 +276,7 @@ class CommandAgent(Agent):
             except subprocess.TimeoutExpired:
                 pass
         if cgroup is not None:
-            cgroup.remove()
+            cgroup.release()
         if proc is not None:
             for stream in (proc.stdout, proc.stderr):
                 try:

@@ -21,6 +21,7 @@ holds where.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import itertools
@@ -30,6 +31,7 @@ import shlex
 import shutil
 import signal
 import stat
+import threading
 import time
 from pathlib import Path
 
@@ -165,38 +167,61 @@ def _cgroup_bases() -> dict[str, Path]:
     return {name: base for name, base in bases.items() if os.access(base, os.W_OK)}
 
 
+_POOL_SIZE = 32  # emptied cgroups kept for reuse: creating and removing a memory cgroup is slow
+_pool: list[dict[str, Path]] = []
+_pool_lock = threading.Lock()
+
+
 class TrialCgroup:
     """The cgroups (memory, pids) every sandboxed process of one trial joins; killed at its end.
 
     Where a controller is unavailable the trial falls back to per-process rlimits (`enforced`
-    says which controllers hold)."""
+    says which controllers hold). `release` empties the cgroups and keeps them for the next trial
+    of this process; `remove` deletes them."""
 
     def __init__(self, name: str, limits: SandboxLimits, existing: dict[str, Path] | None = None):
         self.limits = limits
         self.dirs: dict[str, Path] = dict(existing or {})
         if existing is not None:  # adopting groups already there (a dead harness's, to remove them)
             return
+        with _pool_lock:
+            reused = _pool.pop() if _pool else None
+        if reused is not None:
+            try:
+                for controller, group in reused.items():
+                    self._limit(controller, group)
+                self.dirs = reused
+                return
+            except OSError:
+                TrialCgroup(name, limits, existing=reused).remove()
         leaf = f"hrbench-{os.getpid()}-{name}-{next(_counter)}-{secrets.token_hex(3)}"
         for controller, base in _cgroup_bases().items():
             group = base / leaf
             try:
                 group.mkdir(exist_ok=True)
-                if controller == "memory":
-                    self._set_memory(group, limits.memory_mb * _MB)
-                else:
-                    (group / "pids.max").write_text(str(limits.max_pids))
+                self._limit(controller, group)
             except OSError:
                 self._rmdir(group)
                 continue
             self.dirs[controller] = group
 
+    def _limit(self, controller: str, group: Path) -> None:
+        if controller == "memory":
+            self._set_memory(group, self.limits.memory_mb * _MB)
+        else:
+            (group / "pids.max").write_text(str(self.limits.max_pids))
+
     @staticmethod
     def _set_memory(group: Path, limit: int) -> None:
         if (group / "memory.limit_in_bytes").exists():  # cgroup v1
-            (group / "memory.limit_in_bytes").write_text(str(limit))
-            swap = group / "memory.memsw.limit_in_bytes"
-            if swap.exists():
-                swap.write_text(str(limit))
+            files = [group / "memory.limit_in_bytes", group / "memory.memsw.limit_in_bytes"]
+            files = [f for f in files if f.exists()]
+            try:  # memsw must stay >= the memory limit: lowering sets memory first, raising memsw first
+                for f in files:
+                    f.write_text(str(limit))
+            except OSError:
+                for f in reversed(files):
+                    f.write_text(str(limit))
         else:
             (group / "memory.max").write_text(str(limit))
             if (group / "memory.swap.max").exists():
@@ -245,20 +270,15 @@ class TrialCgroup:
             if pids_max is not None:
                 _write(pids_max / "pids.max", str(self.limits.max_pids))
 
-    def oom_kills(self) -> int:
-        """How many processes the memory limit has killed so far."""
-        group = self.dirs.get("memory")
-        if group is None:
-            return 0
-        for name in ("memory.events", "memory.oom_control"):
-            try:
-                for line in (group / name).read_text().splitlines():
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(value)
-            except (OSError, ValueError):
-                continue
-        return 0
+    def release(self) -> None:
+        """Kill what is left; keep the emptied cgroups for this process's next trial."""
+        if self.kill() and self.dirs:
+            with _pool_lock:
+                if len(_pool) < _POOL_SIZE:
+                    _pool.append(self.dirs)
+                    self.dirs = {}
+                    return
+        self.remove()
 
     def remove(self) -> None:
         """Kill what is left, then delete the cgroups."""
@@ -277,6 +297,14 @@ class TrialCgroup:
                 return
             except OSError:
                 time.sleep(0.01)  # the last killed process is still leaving
+
+
+@atexit.register
+def _drain_pool() -> None:
+    with _pool_lock:
+        groups, _pool[:] = list(_pool), []
+    for dirs in groups:
+        TrialCgroup("pooled", SandboxLimits(), existing=dirs).remove()
 
 
 def _write(path: Path, text: str) -> None:

@@ -86,16 +86,20 @@ def run_confined(argv: list[str], stdin: str, timeout_s: float, cgroup: TrialCgr
     writer = threading.Thread(target=write, daemon=True)
     reader.start()
     writer.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+    # The output pipe closes when bwrap and everything in its pid namespace are gone: waiting for the
+    # reader is waiting for the command, without subprocess's polling sleeps.
+    reader.join(timeout=timeout_s)
+    timed_out = reader.is_alive()
+    if timed_out:
         _kill_group(proc)  # bwrap dies, and its pid namespace with it (--die-with-parent)
-    reader.join(timeout=_KILL_GRACE_S)
+        reader.join(timeout=_KILL_GRACE_S)
     if reader.is_alive() and cgroup is not None:  # something still holds the pipe: empty the trial's cgroup
         cgroup.kill()
         reader.join(timeout=_KILL_GRACE_S)
+    try:
+        proc.wait(timeout=_KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
     for stream in (proc.stdout, proc.stdin):
         try:
             stream.close()
@@ -226,7 +230,7 @@ class LocalEnvironment:
         """End every process of the environment, release its cgroup, remove the workspace if owned."""
         self.stop_agent_processes()
         if self._cgroup is not None:
-            self._cgroup.remove()
+            self._cgroup.release()
             self._cgroup = None
         if self._owns:
             if self._mounted:
@@ -246,21 +250,21 @@ def _unit(value: object) -> float:
 REWARD_FILE_LIMIT = 1 << 20
 
 
-def _read_small(path: Path) -> str | None:
+def _read_small(folder_fd: int, name: str) -> str | None:
     """A regular file's text (at most REWARD_FILE_LIMIT bytes), never through a symlink; None if absent.
 
     The verifier's processes (and agent code it runs) write /logs as the sandbox uid: a planted
     symlink must not make the harness read a host file as the reward."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise ValueError(f"{path.name} cannot be opened: {exc}") from exc
+        raise ValueError(f"{name} cannot be opened: {exc}") from exc
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > REWARD_FILE_LIMIT:
-            raise ValueError(f"{path.name} is not a regular file of at most {REWARD_FILE_LIMIT} bytes")
+            raise ValueError(f"{name} is not a regular file of at most {REWARD_FILE_LIMIT} bytes")
         return os.read(fd, REWARD_FILE_LIMIT + 1).decode("utf-8", errors="replace")
     finally:
         os.close(fd)
@@ -269,15 +273,21 @@ def _read_small(path: Path) -> str | None:
 def _read_reward(folder: Path) -> tuple[float, dict[str, float]]:
     """reward.json (mean of its subtask rewards) or reward.txt; anything unreadable scores 0."""
     try:
-        json_text = _read_small(folder / "reward.json")
+        folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return 0.0, {}  # no folder (or a symlink in its place): no reward
+    try:
+        json_text = _read_small(folder_fd, "reward.json")
         if json_text is not None:
             values = {str(k): _unit(v) for k, v in json.loads(json_text).items()}
             return (sum(values.values()) / len(values) if values else 0.0), values
-        text = _read_small(folder / "reward.txt")
+        text = _read_small(folder_fd, "reward.txt")
         if text is not None:
             return _unit(text.strip()), {}
     except (ValueError, TypeError, AttributeError, json.JSONDecodeError):
         pass  # an unreadable reward is a failed verification, never a crash
+    finally:
+        os.close(folder_fd)
     return 0.0, {}
 
 

@@ -85,6 +85,11 @@ def test_logs_start_empty_and_a_symlinked_reward_is_not_followed(env, tmp_path):
     assert first.reward == 1.0 and first.output.strip() == "0"
     second = _verify_with(env, tmp_path, f"ls -A /logs/verifier | wc -l; ln -s {host_one} /logs/verifier/reward.txt\n")
     assert second.output.strip() == "0" and second.reward == 0.0
+    host_dir = tmp_path / "elsewhere"
+    host_dir.mkdir()
+    (host_dir / "reward.txt").write_text("1")
+    third = _verify_with(env, tmp_path, f"rmdir /logs/verifier; ln -s {host_dir} /logs/verifier\n")
+    assert third.reward == 0.0  # the reward folder itself replaced by a symlink to a host directory
 
 
 def test_verifier_output_is_kept_head_and_tail_with_its_size(env, tmp_path):
