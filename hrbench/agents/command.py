@@ -72,6 +72,11 @@ def _read(fd: int) -> bytes:
         return b""
 
 
+def _task_dir(context: TrialContext) -> Path | None:
+    path = getattr(context.task, "path", None)  # `agents check` passes a stand-in task without one
+    return Path(path).resolve() if path is not None else None
+
+
 class _TooLong:
     """Put on the reply queue when a line passes MAX_REPLY_BYTES (the rest of it is discarded)."""
 
@@ -87,9 +92,9 @@ def _reachable_by_sandbox(path: Path) -> Path | None:
     return None
 
 
-def program_mounts(spec: CommandAgentSpec) -> tuple[list[str], str]:
-    """bwrap binds for the program (the directory of every argv element that is a file, plus the
-    declared `files` read-only and `writable` read-write), and the working directory inside."""
+def program_mounts(spec: CommandAgentSpec, task_dir: Path | None = None) -> tuple[list[str], str]:
+    """bwrap binds for the program (its program's directory, the declared `files` read-only and
+    `writable` read-write) and the working directory inside; none may hold the task `task_dir`."""
     cwd = Path(spec.cwd).resolve() if spec.cwd else Path.cwd()
     read_only: list[Path] = []
     # The program: argv[0] when it is a path, and the script an interpreter runs (the first later
@@ -106,6 +111,10 @@ def program_mounts(spec: CommandAgentSpec) -> tuple[list[str], str]:
         for path in dict.fromkeys(paths):
             if not path.exists():
                 raise CommandAgentError(f"agent {spec.id!r}: {path} (in its argv, files or writable) does not exist")
+            if task_dir is not None and (path == task_dir or path in task_dir.parents or task_dir in path.parents):
+                raise CommandAgentError(
+                    f"agent {spec.id!r}: {path} would show the program the task package {task_dir} (its solutions "
+                    "and tests); move the program out of the task registry's tree, or declare narrower paths")
             blocked = _reachable_by_sandbox(path)
             if blocked is not None:
                 raise CommandAgentError(
@@ -132,9 +141,9 @@ class CommandAgent(Agent):
         self._cgroup: TrialCgroup | None = None
         self._usage = Usage()
 
-    def argv(self) -> list[str]:
+    def argv(self, task_dir: Path | None = None) -> list[str]:
         """The confined command line of the program (its own sandbox, see the module docstring)."""
-        mounts, cwd = program_mounts(self.spec)
+        mounts, cwd = program_mounts(self.spec, task_dir)
         bwrap = root_mounts(AGENT_LIMITS) + mounts + namespace_args(network=self.spec.network, env=self.spec.env,
                                                                    chdir=cwd)
         return confined_argv(bwrap, list(self.spec.argv), AGENT_LIMITS, self._cgroup)
@@ -145,7 +154,7 @@ class CommandAgent(Agent):
         self._cgroup = TrialCgroup(f"agent-{self.spec.id}", AGENT_LIMITS)
         try:
             self.proc = subprocess.Popen(
-                self.argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                self.argv(_task_dir(context)), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 env=LAUNCH_ENV, cwd="/", start_new_session=True,
             )
         except (OSError, SandboxError, CommandAgentError) as exc:

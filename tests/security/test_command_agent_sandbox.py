@@ -149,3 +149,18 @@ def test_a_program_the_sandbox_uid_cannot_reach_is_refused_with_the_reason(tmp_p
     hidden.write_text("print('never')")
     with pytest.raises(CommandAgentError, match="not searchable by others"):
         _ask(CommandAgentSpec(id="p", kind="command", argv=["/usr/bin/python3", str(hidden)]))
+
+
+def test_a_program_whose_directory_holds_the_task_package_is_refused(tmp_path):
+    registry = Path(tempfile.mkdtemp(prefix="hrbench-registry-"))
+    try:
+        os.chmod(registry, 0o755)
+        shutil.copytree(TINY_TASK, registry / "tiny-chain")
+        (registry / "agent.py").write_text("print('never')")
+        agent = CommandAgent(CommandAgentSpec(id="p", kind="command", argv=["/usr/bin/python3", str(registry / "agent.py")]))
+        with pytest.raises(CommandAgentError, match="would show the program the task package"):
+            agent.begin_trial(TrialContext(trial_key="k", seed=1, task=load_task(registry / "tiny-chain"),
+                                           kind="checkpoint"))
+        agent.end_trial()
+    finally:
+        shutil.rmtree(registry, ignore_errors=True)
