@@ -63,7 +63,8 @@ def main(case: str, out: Path) -> None:
             test.write_text("head -c 1000000000 /dev/zero | tr '\\0' v\n" + test.read_text())
             agent = OracleAgent()
         else:
-            program = work / "agent.py"
+            program = work / "agent" / "agent.py"  # beside the task package, not above it (that is refused)
+            program.parent.mkdir(mode=0o755)
             program.write_text("import json, sys\n" + PROGRAMS[case])
             agent = CommandAgent(CommandAgentSpec(id="hostile", kind="command",
                                                   argv=["/usr/bin/python3", str(program)]))
