@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from hrbench.agents.command import CommandAgent
-from hrbench.agents.config import CommandAgentSpec
+from hrbench.agents.specs import CommandAgentSpec
 from hrbench.envs.local import LocalBackend
 from hrbench.harness.journal import TrialJournal, run_trials
 from hrbench.harness.trials import run_checkpoint_trial

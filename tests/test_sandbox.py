@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,18 @@ def test_reward_json_values_are_clamped(tmp_path: Path):
 
     (tmp_path / "reward.json").write_text('{"a": 5, "b": 0}')
     assert _read_reward(tmp_path) == (0.5, {"a": 1.0, "b": 0.0})
+
+
+def test_the_sandbox_runs_unprivileged_with_the_stated_rlimits(tmp_path: Path):
+    from hrbench.envs.confine import SANDBOX_UID, SandboxLimits, privileged
+
+    limits = SandboxLimits(memory_mb=300, cpu_sec=77, workspace_mb=50)
+    env = LocalBackend(tmp_path / "cache", limits=limits).start(load_task(TINY_TASK), 0)
+    try:
+        out = env.exec("id -u; grep -E '^Cap(Prm|Eff|Bnd|Amb)' /proc/self/status | awk '{print $2}' | sort -u; "
+                       "ulimit -t; ulimit -f; ulimit -v; stat -c %u /app", 10).output.split()
+    finally:
+        env.close()
+    uid = SANDBOX_UID if privileged() else os.geteuid()
+    # bash reports -f and -v in KiB
+    assert out == [str(uid), "0000000000000000", "77", str(50 * 1024), str(300 * 1024), str(uid)]

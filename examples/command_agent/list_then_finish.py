@@ -11,6 +11,9 @@ Run it in a study:
       - id: lister
         kind: command
         argv: [python3, examples/command_agent/list_then_finish.py]
+
+It runs in a sandbox of its own: /usr and /etc read-only, this directory, no network, and only the
+environment variables its config lists under `env` (docs/security.md). It needs nothing else.
 """
 
 import json

@@ -71,8 +71,14 @@ class CommandAgentSpec(_Frozen):
     kind: Literal["command"]
     argv: list[str] = Field(min_length=1, description="program and arguments, e.g. [python, my_agent.py]")
     cwd: str | None = Field(None, description="working directory of the program")
-    env: dict[str, str] = Field(default_factory=dict, description="extra environment variables")
+    env: dict[str, str] = Field(default_factory=dict, description="the program's whole environment (nothing "
+                                                                  "else of the harness's is passed)")
     reply_timeout_sec: float = Field(300.0, gt=0, description="longest wait for one reply line")
+    files: list[str] = Field(default_factory=list, description="more paths the program may read (bound "
+                                                               "read-only into its sandbox)")
+    writable: list[str] = Field(default_factory=list, description="paths the program may write (bound "
+                                                                  "read-write into its sandbox)")
+    network: bool = Field(False, description="let the program reach the network (e.g. a model endpoint)")
 
 
 AGENT_ID = Field(pattern=AGENT_ID_PATTERN, description="partition key of the agent: lower case, digits, . _ -")

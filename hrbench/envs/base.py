@@ -11,7 +11,8 @@ from hrbench.tasks.model import Stage, Task
 
 class ExecResult(BaseModel):
     exit_code: int
-    output: str  # stdout and stderr interleaved, decoded with replacement
+    output: str  # stdout and stderr interleaved, decoded with replacement; head and tail only
+    output_bytes: int = 0  # how many bytes the command printed in all
     timed_out: bool = False
     duration_s: float
 
@@ -19,8 +20,9 @@ class ExecResult(BaseModel):
 class VerifierResult(BaseModel):
     reward: float  # 0..1; a missing reward file counts as 0
     passed: bool
-    output: str
+    output: str  # head and tail of what the verifier printed
     duration_s: float
+    output_bytes: int = 0  # how many bytes it printed in all
     rewards: dict[str, float] = {}  # reward.json subtasks, when the verifier writes them
 
 
@@ -38,3 +40,11 @@ class Environment(Protocol):
 
 class SandboxError(RuntimeError):
     """The environment could not be created or used (a harness error, not an agent failure)."""
+
+
+class LimitExceeded(RuntimeError):
+    """The agent (or what it ran) went past a fixed bound of the harness, e.g. a reply too large.
+
+    An agent failure, not a harness error: the trial ends with exit reason `limit_exceeded`."""
+
+    exit_reason = "limit_exceeded"

@@ -15,9 +15,10 @@ early. The sentinel is stripped from what the agent sees. `C-c` as the whole
 keystrokes interrupts (kills) every process the shell has started.
 
 Output is stored head-and-tail only (at most 10,000 bytes per read), so a command
-that prints gigabytes costs no memory. A pids cgroup (cgroup v1 or v2, when the
-host lets us create one) bounds the number of processes, so a fork bomb stays
-inside its sandbox; without one, `prlimit --nproc` is the only (weaker) bound.
+that prints gigabytes costs no memory. The shell's command line comes from
+`LocalEnvironment.open_shell` (confine.py): it joins the trial's cgroups, so its
+processes count against the trial's memory and process limits, and the environment
+ends it before every verification.
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from hrbench.envs.confine import LAUNCH_ENV
+from hrbench.harness.truncation import HeadTail
+
 MAX_WAIT_S = 60.0
 OUTPUT_LIMIT = 10_000
-_CGROUP_ROOTS = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup"))
 INTERRUPT_KEYS = {"C-c", "^C", "\x03"}
 
 
@@ -51,72 +54,6 @@ class ShellOutput:
     def data(self) -> bytes:
         """All bytes when total <= the read limit, otherwise head + tail (the middle is gone)."""
         return self.head + self.tail
-
-
-class _HeadTail:
-    """Keeps the first and last `half` bytes of a stream, and its length."""
-
-    def __init__(self, half: int):
-        self.half = half
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def add(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            if len(self.tail) > self.half:
-                del self.tail[: len(self.tail) - self.half]
-
-
-def pids_cgroup(name: str, max_pids: int) -> Path | None:
-    """Create a pids cgroup limited to `max_pids`; None when the host does not allow it."""
-    for root in _CGROUP_ROOTS:
-        group = root / "hrbench" / name
-        try:
-            if not (root / "cgroup.procs").exists():
-                continue
-            group.mkdir(parents=True, exist_ok=True)
-            if not (group / "pids.max").exists():
-                group.rmdir()
-                continue
-            (group / "pids.max").write_text(str(max_pids))
-            return group
-        except OSError:
-            continue
-    return None
-
-
-def remove_cgroup(group: Path | None) -> None:
-    """Kill whatever is left in the cgroup, then remove it."""
-    if group is None:
-        return
-    try:
-        (group / "pids.max").write_text("0")  # nothing in it can fork while it is being emptied
-    except OSError:
-        pass
-    for _ in range(50):
-        try:
-            pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
-        except OSError:
-            pids = []
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.02)
-    try:
-        group.rmdir()
-    except OSError:
-        pass
 
 
 def _children(pid: int) -> list[int]:
@@ -150,8 +87,8 @@ def _descendants(pid: int) -> list[int]:
 class PersistentShell:
     """One long-lived sandboxed bash for one trial (see module docstring)."""
 
-    def __init__(self, argv: list[str], cgroup: Path | None = None, read_limit: int = OUTPUT_LIMIT):
-        self.cgroup = cgroup
+    def __init__(self, argv: list[str], read_limit: int = OUTPUT_LIMIT):
+        self.closed = False  # set by close(): the environment ended this shell (e.g. to verify)
         self.read_limit = read_limit
         self._nonce = secrets.token_hex(8)
         self._sentinel_re = re.compile(rb"__HRB_" + self._nonce.encode() + rb"_(\d+)__\n")
@@ -159,14 +96,11 @@ class PersistentShell:
         self._done = 0
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self._buf = _HeadTail(read_limit // 2)
+        self._buf = HeadTail(read_limit // 2)
         self._carry = b""
-        if cgroup is not None:
-            # join the cgroup before bwrap forks, so nothing the sandbox starts escapes it
-            argv = ["/bin/sh", "-c", f'echo $$ > "{cgroup}/cgroup.procs" && exec "$@"', "hrbench-shell"] + argv
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, bufsize=0,
+            start_new_session=True, bufsize=0, env=LAUNCH_ENV, cwd="/",
         )
         self._reader = threading.Thread(target=self._read_loop, daemon=True, name="hrbench-shell-reader")
         self._reader.start()
@@ -204,7 +138,7 @@ class PersistentShell:
                 self._buf.add(self._carry)
                 self._carry = b""
             out = ShellOutput(bytes(self._buf.head), bytes(self._buf.tail), self._buf.total, self.alive)
-            self._buf = _HeadTail(self.read_limit // 2)
+            self._buf = HeadTail(self.read_limit // 2)
             return out
 
     @property
@@ -271,7 +205,8 @@ class PersistentShell:
         return None
 
     def close(self) -> None:
-        """Kill the whole sandbox (its pid namespace dies with bwrap) and the cgroup."""
+        """Kill the whole sandbox (its pid namespace dies with bwrap); safe to call twice."""
+        self.closed = True
         try:
             self.proc.stdin.close()
         except OSError:
@@ -285,7 +220,6 @@ class PersistentShell:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        remove_cgroup(self.cgroup)
         self._reader.join(timeout=2)
         try:
             self.proc.stdout.close()

@@ -185,7 +185,7 @@ def run_stage(env: Environment, agent: Agent, task: Task, stage: Stage, history:
                     compact(f"context length exceeded: {str(exc)[:200]}")
         except Exception as exc:  # an agent crash is a recorded outcome, never a lost trial
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
-            reason = "harness_error"
+            reason = getattr(exc, "exit_reason", "harness_error")  # LimitExceeded: the agent's own failure
             agent_s += time.monotonic() - t0
             if recorder:
                 recorder.system(f"harness error: {type(exc).__name__}: {exc}", stage.index)
@@ -241,13 +241,14 @@ def run_stage(env: Environment, agent: Agent, task: Task, stage: Stage, history:
     agent_phase = time.monotonic() - start
     verdict = env.verify(stage)
     if verdict.passed:
-        reason = "passed" if reason != "harness_error" else reason
+        reason = "passed" if reason not in ("harness_error", "limit_exceeded") else reason
     elif reason is None:
         reason = "failed" if acted else "early_exit"
     if recorder:
         recorder.system(f"part {stage.index + 1} verified: reward {verdict.reward:g} "
                         f"({'passed' if verdict.passed else 'failed'})", stage.index,
-                        exit_reason=reason, verifier_output=verdict.output[-2000:])
+                        exit_reason=reason, verifier_output=verdict.output[-2000:],
+                        verifier_output_bytes=verdict.output_bytes)
     end_usage = _usage(agent)
     return StageOutcome(
         stage=stage.name, passed=verdict.passed, reward=verdict.reward, turns=turns,

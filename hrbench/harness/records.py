@@ -7,7 +7,8 @@ from typing import Literal
 import pandas as pd
 from pydantic import BaseModel
 
-ExitReason = Literal["passed", "failed", "timeout", "turn_cap", "early_exit", "harness_error"]
+# limit_exceeded: the agent went past a fixed bound of the harness (e.g. a reply too large); an agent failure
+ExitReason = Literal["passed", "failed", "timeout", "turn_cap", "early_exit", "harness_error", "limit_exceeded"]
 TrialKind = Literal["checkpoint", "natural"]
 
 

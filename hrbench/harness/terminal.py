@@ -1,7 +1,10 @@
 """How the harness types an agent's commands: a persistent shell, or one sandboxed exec per command.
 
 `llm` and `command` agents (those with `uses_shell = True`) get a `ShellTerminal`: one long-lived
-bash per trial, non-blocking commands, incremental reads. The reference agents (oracle, nop, sim)
+bash per part, non-blocking commands, incremental reads. Before each verification the environment
+ends every agent process, the shell included (a background process must not touch the files the
+verifier reads); the terminal opens a new shell for the next part without a word, so the agent
+keeps its files but not its shell state (cwd, variables, jobs) across parts. The reference agents (oracle, nop, sim)
 keep the blocking `ExecTerminal`, whose state lives only in the workspace files.
 """
 
@@ -10,8 +13,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from hrbench.envs.base import Environment
-from hrbench.envs.shell import MAX_WAIT_S, PersistentShell, _HeadTail
-from hrbench.harness.truncation import MAX_OUTPUT_BYTES, render_head_tail
+from hrbench.envs.shell import MAX_WAIT_S, PersistentShell
+from hrbench.harness.truncation import MAX_OUTPUT_BYTES, HeadTail, render_head_tail
 
 
 class Terminal(Protocol):
@@ -34,7 +37,7 @@ class ExecTerminal:
 
     def __init__(self, env: Environment):
         self.env = env
-        self._buf = _HeadTail(MAX_OUTPUT_BYTES // 2)
+        self._buf = HeadTail(MAX_OUTPUT_BYTES // 2)
 
     def run(self, keystrokes: str, wait_s: float, duration_s: float) -> bool:
         result = self.env.exec(keystrokes, wait_s)
@@ -44,7 +47,7 @@ class ExecTerminal:
         return not result.timed_out
 
     def read(self) -> str:
-        buf, self._buf = self._buf, _HeadTail(MAX_OUTPUT_BYTES // 2)
+        buf, self._buf = self._buf, HeadTail(MAX_OUTPUT_BYTES // 2)
         return render_head_tail(bytes(buf.head), bytes(buf.tail), buf.total)
 
     def reopen(self) -> None:
@@ -67,7 +70,9 @@ class ShellTerminal:
 
     def run(self, keystrokes: str, wait_s: float, duration_s: float) -> bool:
         wait = max(0.0, min(duration_s, wait_s, MAX_WAIT_S))
-        if not self.shell.alive:  # the agent typed `exit`: a new shell, as a new terminal would be
+        if self.shell.closed:  # the environment ended it to verify a part: the next part gets a fresh one
+            self.reopen()
+        elif not self.shell.alive:  # the agent typed `exit`: a new shell, as a new terminal would be
             self.reopen()
             self._notes.append("[the previous shell exited; this is a new shell]")
         finished = self.shell.send(keystrokes, wait)

@@ -4,39 +4,56 @@ harness (persistent shell, parse errors, usage), and a dying program is a record
 from __future__ import annotations
 
 import json
-import sys
+import os
+import shutil
+import tempfile
 from pathlib import Path
+
+import pytest
 
 from hrbench.agents.command import CommandAgent
 from hrbench.agents.specs import CommandAgentSpec
+from hrbench.harness.trajectory import read_trajectory
 from hrbench.harness.trials import run_checkpoint_trial, run_natural_trial
 from hrbench.protocol import CONDITIONS, CheckpointProtocol
-from hrbench.harness.trajectory import read_trajectory
 from tests.agents.helpers import FAST, spec
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "command_agent" / "list_then_finish.py"
+PYTHON = "/usr/bin/python3"  # inside the agent's sandbox only /usr and /etc are there
 
 
-def _program(tmp_path: Path, body: str) -> list[str]:
-    path = tmp_path / "agent.py"
+@pytest.fixture
+def program_dir():
+    """A directory the sandbox uid can read (pytest's tmp_path sits under a 0700 directory)."""
+    folder = Path(tempfile.mkdtemp(prefix="hrbench-agent-"))
+    os.chmod(folder, 0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _program(folder: Path, body: str) -> list[str]:
+    path = folder / "agent.py"
     path.write_text("import json, sys\n" + body)
-    return [sys.executable, str(path)]
+    return [PYTHON, str(path)]
 
 
 def test_example_command_agent_runs_a_natural_rollout(tiny_task, backend, tmp_path):
-    agent = CommandAgent(CommandAgentSpec(id="lister", kind="command", argv=[sys.executable, str(EXAMPLE)]))
+    agent = CommandAgent(CommandAgentSpec(id="lister", kind="command", argv=[PYTHON, str(EXAMPLE)]))
     record = run_natural_trial(spec("natural"), tiny_task, agent, backend, CONDITIONS["baseline"], FAST, 0,
                                trajectory_dir=tmp_path / "t")
     assert record.exit_reason == "failed" and record.stopped_stage == "make"  # it looks, solves nothing
     assert record.turns == 2 and record.tokens_out == 20
     traj = read_trajectory(tmp_path / record.trajectory_path)
-    first = [s for s in traj["steps"] if s["source"] == "agent"][0]
+    first = next(s for s in traj["steps"] if s["source"] == "agent")
     assert "seed.txt" in first["observation"]["results"][0]["content"]  # ls ran in the persistent shell
 
 
-def test_command_agent_sees_the_observation_schema_and_parse_errors(tiny_task, backend, tmp_path):
-    log = tmp_path / "seen.jsonl"
-    argv = _program(tmp_path, f"""
+def test_command_agent_sees_the_observation_schema_and_parse_errors(tiny_task, backend, tmp_path, program_dir):
+    logs = program_dir / "logs"
+    logs.mkdir(mode=0o777)
+    os.chmod(logs, 0o777)
+    log = logs / "seen.jsonl"
+    argv = _program(program_dir, f"""
 for line in sys.stdin:
     msg = json.loads(line)
     open({str(log)!r}, "a").write(line)
@@ -49,7 +66,7 @@ for line in sys.stdin:
     else:
         print(json.dumps({{"commands": [{{"keystrokes": "pwd\\n"}}], "task_complete": True}}), flush=True)
 """)
-    agent = CommandAgent(CommandAgentSpec(id="p", kind="command", argv=argv))
+    agent = CommandAgent(CommandAgentSpec(id="p", kind="command", argv=argv, writable=[str(logs)]))
     record = run_checkpoint_trial(spec("checkpoint", stage="make"), tiny_task, agent, backend,
                                   CheckpointProtocol(budget=FAST), 0, trajectory_dir=tmp_path / "t")
     seen = [json.loads(line) for line in log.read_text().splitlines()]
@@ -62,8 +79,8 @@ for line in sys.stdin:
     assert "/tmp" in [s for s in traj["steps"] if s["source"] == "agent"][-1]["observation"]["results"][0]["content"]
 
 
-def test_a_dying_command_agent_is_a_harness_error(tiny_task, backend, tmp_path):
-    argv = _program(tmp_path, "sys.stdin.readline(); sys.stderr.write('boom: out of credits\\n'); sys.exit(3)\n")
+def test_a_dying_command_agent_is_a_harness_error(tiny_task, backend, tmp_path, program_dir):
+    argv = _program(program_dir, "sys.stdin.readline(); sys.stderr.write('boom: out of credits\\n'); sys.exit(3)\n")
     agent = CommandAgent(CommandAgentSpec(id="p", kind="command", argv=argv))
     record = run_checkpoint_trial(spec("checkpoint", stage="make"), tiny_task, agent, backend,
                                   CheckpointProtocol(budget=FAST), 0, trajectory_dir=tmp_path / "t")

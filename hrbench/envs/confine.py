@@ -1,0 +1,424 @@
+"""Confinement shared by every sandboxed process: who it runs as, what it may use, how it ends.
+
+Every process hrbench runs on behalf of a task or an agent (agent commands, the persistent shell,
+setup.sh, solution replay, verifiers, a `command` agent's program) starts through `confined_argv`:
+
+    /bin/sh -c '<join the trial cgroups>; ulimit ...; exec "$@"'      (as the harness user)
+      setpriv --reuid=47000 ... --inh-caps=-all --bounding-set=-all   (only when hrbench is root)
+        bwrap ... --unshare-user --unshare-all ...                    (unprivileged: a user namespace)
+          the command
+
+So the sandbox never holds host-root power: as root, bwrap itself starts as the dedicated
+unprivileged uid `SANDBOX_UID` with no capabilities, and the sandbox's capabilities live in a
+user namespace that owns none of the host's mounts, sysctls or files. bwrap starts with an empty
+environment (the sandbox's pid 1 is a copy of it, so /proc/1/environ inside holds nothing).
+
+Limits are per trial where the host allows (a cgroup per trial: memory, pids) and per process
+otherwise (RLIMIT_AS, RLIMIT_NPROC); CPU time is per process (RLIMIT_CPU); every writable mount of
+the sandbox is a sized tmpfs; files are bounded by RLIMIT_FSIZE. docs/security.md states what
+holds where.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import functools
+import itertools
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import stat
+import threading
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hrbench.envs.base import SandboxError
+
+SANDBOX_UID = SANDBOX_GID = 47000  # outside any distribution's system and login ranges
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+# What the launcher (sh, setpriv, bwrap) sees: nothing of the harness's environment.
+LAUNCH_ENV = {"PATH": "/usr/bin:/bin"}
+_HOST_SECRETS = ["/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/ssh", "/etc/ssl/private"]
+_ROOT_SYMLINKS = [("usr/bin", "/bin"), ("usr/lib", "/lib"), ("usr/lib64", "/lib64"), ("usr/sbin", "/sbin")]
+_ROOT_TMPFS_BYTES = 1 << 20  # the sandbox's / holds only mount points, and is read-only once built
+_MB = 1024 * 1024
+_counter = itertools.count()
+
+
+class SandboxLimits(BaseModel):
+    """What one trial may use. Per trial where a cgroup is available, else per process (see docs)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory_mb: int = Field(1024, ge=16, description="memory of the whole trial (cgroup); also each process's "
+                                                    "address space (RLIMIT_AS)")
+    max_pids: int = Field(256, ge=8, description="processes of the whole trial (pids cgroup)")
+    cpu_sec: int = Field(3600, ge=1, description="CPU seconds per process (RLIMIT_CPU)")
+    tmp_mb: int = Field(256, ge=1, description="size of the sandbox's /tmp (tmpfs)")
+    shm_mb: int = Field(64, ge=1, description="size of /dev/shm (tmpfs)")
+    workspace_mb: int = Field(1024, ge=1, description="size of the workspace (a tmpfs when hrbench is root; "
+                                                      "otherwise the largest file, RLIMIT_FSIZE)")
+
+
+def privileged() -> bool:
+    """hrbench runs as root: the sandbox must drop to SANDBOX_UID before bwrap starts."""
+    return os.geteuid() == 0
+
+
+@functools.cache
+def _tool(name: str) -> str:
+    path = shutil.which(name, path=SANDBOX_PATH)
+    if path is None:
+        package = {"bwrap": "bubblewrap", "setpriv": "util-linux"}.get(name, name)
+        raise SandboxError(f"{name} is not installed; the local backend needs it: apt-get install -y {package}")
+    return path
+
+
+def bwrap_available() -> bool:
+    return shutil.which("bwrap", path=SANDBOX_PATH) is not None
+
+
+# -- the sandbox's filesystem -------------------------------------------------------------------
+
+def root_mounts(limits: SandboxLimits) -> list[str]:
+    """bwrap arguments for the sandbox's root: a small tmpfs with read-only /usr and /etc.
+
+    Binding / (or /opt, /var, /home) would expose the task registry, and with it every solve.sh
+    and test, to the agent; /etc's secrets are masked."""
+    args = [_tool("bwrap"), "--size", str(_ROOT_TMPFS_BYTES), "--tmpfs", "/",
+            "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+    for secret in _HOST_SECRETS:
+        if Path(secret).is_dir():
+            args += ["--tmpfs", secret, "--remount-ro", secret]
+        elif Path(secret).exists():
+            args += ["--ro-bind", "/dev/null", secret]
+    for target, link in _ROOT_SYMLINKS:
+        if Path(link).is_symlink() or not Path(link).exists():
+            args += ["--symlink", target, link]
+        else:
+            args += ["--ro-bind", link, link]
+    # /dev is bwrap's own tmpfs: made read-only so it cannot be filled; /dev/shm and /tmp are sized.
+    args += ["--dev", "/dev", "--size", str(limits.shm_mb * _MB), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+             "--proc", "/proc", "--size", str(limits.tmp_mb * _MB), "--tmpfs", "/tmp"]
+    return args
+
+
+def namespace_args(*, network: bool = False, nested_userns: bool = False, env: dict[str, str] | None = None,
+                   chdir: str = "/") -> list[str]:
+    """The tail of a bwrap command line: namespaces, a read-only root, a clean environment."""
+    args = ["--remount-ro", "/", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"]
+    if network:
+        args.append("--share-net")
+    if not nested_userns:  # a verifier may nest bwrap (to run agent code without /logs); agents need not
+        args.append("--disable-userns")
+    args += ["--clearenv", "--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", "/tmp", "--setenv", "LANG", "C.UTF-8"]
+    for key, value in (env or {}).items():
+        args += ["--setenv", key, value]
+    return args + ["--chdir", chdir]
+
+
+# -- cgroups ------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=1)
+def _cgroup_bases() -> dict[str, Path]:
+    """Where this process may create child cgroups, per controller (memory, pids).
+
+    The base is the cgroup hrbench itself runs in (as /proc/self/cgroup names it), so a delegated
+    subtree (systemd's Delegate=, a container's own cgroup) works as well as the root hierarchy."""
+    own: dict[str, str] = {}
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for name in controllers.split(",") if controllers else ["<v2>"]:
+                own[name] = path
+    except OSError:
+        return {}
+    mounts: dict[str, Path] = {}
+    try:
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            fields = line.split()
+            sep = fields.index("-")
+            fstype, options = fields[sep + 1], fields[sep + 3].split(",")
+            if fstype == "cgroup2":
+                mounts.setdefault("<v2>", Path(fields[4]))
+            elif fstype == "cgroup":
+                for name in ("memory", "pids"):
+                    if name in options:
+                        mounts.setdefault(name, Path(fields[4]))
+    except (OSError, ValueError, IndexError):
+        return {}
+    bases: dict[str, Path] = {}
+    for name in ("memory", "pids"):
+        if name in mounts and name in own:
+            bases[name] = mounts[name] / own[name].lstrip("/")
+        elif "<v2>" in mounts and "<v2>" in own:
+            v2 = mounts["<v2>"] / own["<v2>"].lstrip("/")
+            try:
+                enabled = (v2 / "cgroup.subtree_control").read_text().split()
+            except OSError:
+                enabled = []
+            if name in enabled:
+                bases[name] = v2
+    return {name: base for name, base in bases.items() if os.access(base, os.W_OK)}
+
+
+_POOL_SIZE = 32  # emptied cgroups kept for reuse: creating and removing a memory cgroup is slow
+_pool: list[dict[str, Path]] = []
+_pool_lock = threading.Lock()
+
+
+class TrialCgroup:
+    """The cgroups (memory, pids) every sandboxed process of one trial joins; killed at its end.
+
+    Where a controller is unavailable the trial falls back to per-process rlimits (`enforced`
+    says which controllers hold). `release` empties the cgroups and keeps them for the next trial
+    of this process; `remove` deletes them."""
+
+    def __init__(self, name: str, limits: SandboxLimits, existing: dict[str, Path] | None = None):
+        self.limits = limits
+        self.dirs: dict[str, Path] = dict(existing or {})
+        if existing is not None:  # adopting groups already there (a dead harness's, to remove them)
+            return
+        with _pool_lock:
+            reused = _pool.pop() if _pool else None
+        if reused is not None:
+            try:
+                for controller, group in reused.items():
+                    self._limit(controller, group)
+                self.dirs = reused
+                return
+            except OSError:
+                TrialCgroup(name, limits, existing=reused).remove()
+        leaf = f"hrbench-{os.getpid()}-{name}-{next(_counter)}-{secrets.token_hex(3)}"
+        for controller, base in _cgroup_bases().items():
+            group = base / leaf
+            try:
+                group.mkdir(exist_ok=True)
+                self._limit(controller, group)
+            except OSError:
+                self._rmdir(group)
+                continue
+            self.dirs[controller] = group
+
+    def _limit(self, controller: str, group: Path) -> None:
+        if controller == "memory":
+            self._set_memory(group, self.limits.memory_mb * _MB)
+        else:
+            (group / "pids.max").write_text(str(self.limits.max_pids))
+
+    @staticmethod
+    def _set_memory(group: Path, limit: int) -> None:
+        if (group / "memory.limit_in_bytes").exists():  # cgroup v1
+            files = [group / "memory.limit_in_bytes", group / "memory.memsw.limit_in_bytes"]
+            files = [f for f in files if f.exists()]
+            try:  # memsw must stay >= the memory limit: lowering sets memory first, raising memsw first
+                for f in files:
+                    f.write_text(str(limit))
+            except OSError:
+                for f in reversed(files):
+                    f.write_text(str(limit))
+        else:
+            (group / "memory.max").write_text(str(limit))
+            if (group / "memory.swap.max").exists():
+                (group / "memory.swap.max").write_text("0")
+
+    @property
+    def enforced(self) -> set[str]:
+        return set(self.dirs)
+
+    def join_script(self) -> str:
+        """Shell lines that move the launching shell into every cgroup (children inherit them)."""
+        files = {str(d / "cgroup.procs") for d in self.dirs.values()}
+        return "".join(f"echo $$ > {shlex.quote(f)} || exit 125\n" for f in sorted(files))
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for group in self.dirs.values():
+            try:
+                found.update(int(p) for p in (group / "cgroup.procs").read_text().split())
+            except (OSError, ValueError):
+                pass
+        return found
+
+    def kill(self, timeout_s: float = 10.0) -> bool:
+        """SIGKILL every process of the trial and wait until none is left; True when empty."""
+        if not self.dirs:
+            return True
+        pids_max = self.dirs.get("pids")
+        if pids_max is not None:
+            _write(pids_max / "pids.max", "0")  # nothing can fork while the group is emptied
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                alive = self.pids()
+                if not alive:
+                    return True
+                if time.monotonic() > deadline:
+                    return False
+                for pid in alive:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                time.sleep(0.002)
+        finally:
+            if pids_max is not None:
+                _write(pids_max / "pids.max", str(self.limits.max_pids))
+
+    def release(self) -> None:
+        """Kill what is left; keep the emptied cgroups for this process's next trial."""
+        if self.kill() and self.dirs:
+            with _pool_lock:
+                if len(_pool) < _POOL_SIZE:
+                    _pool.append(self.dirs)
+                    self.dirs = {}
+                    return
+        self.remove()
+
+    def remove(self) -> None:
+        """Kill what is left, then delete the cgroups."""
+        self.kill()
+        for group in self.dirs.values():
+            self._rmdir(group)
+        self.dirs = {}
+
+    @staticmethod
+    def _rmdir(group: Path) -> None:
+        for _ in range(50):
+            try:
+                group.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.01)  # the last killed process is still leaving
+
+
+@atexit.register
+def _drain_pool() -> None:
+    with _pool_lock:
+        groups, _pool[:] = list(_pool), []
+    for dirs in groups:
+        TrialCgroup("pooled", SandboxLimits(), existing=dirs).remove()
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError:
+        pass
+
+
+# -- the launcher ---------------------------------------------------------------------------------
+
+def confined_argv(bwrap_args: list[str], command: list[str], limits: SandboxLimits,
+                  cgroup: TrialCgroup | None) -> list[str]:
+    """The full command line: join the trial's cgroups, set rlimits, drop to SANDBOX_UID, bwrap.
+
+    Run it with `env=LAUNCH_ENV` (so the sandbox's pid 1 holds no host secret) and
+    `start_new_session=True` (so killing its process group ends bwrap, and with it the sandbox's
+    pid namespace)."""
+    enforced = cgroup.enforced if cgroup is not None else set()
+    # dash's ulimit: -v KiB, -f 512-byte blocks, -t seconds, -p processes (per uid: only a fallback,
+    # since every trial's sandbox runs as the same uid)
+    ulimit = [f"-v {limits.memory_mb * 1024}", f"-f {limits.workspace_mb * 2048}", f"-t {limits.cpu_sec}"]
+    if "pids" not in enforced:
+        ulimit.append(f"-p {limits.max_pids}")
+    script = (cgroup.join_script() if cgroup is not None else "") \
+        + "".join(f"ulimit {flag} || exit 125\n" for flag in ulimit) + 'exec "$@"\n'
+    drop: list[str] = []
+    if privileged():
+        drop = [_tool("setpriv"), f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    return ["/bin/sh", "-c", script, "hrbench-sandbox"] + drop + bwrap_args + ["--"] + command
+
+
+# -- ownership and sized workspaces ---------------------------------------------------------------
+
+def sandbox_owner(path: Path) -> None:
+    """Hand a tree to the sandbox uid (when root), so the sandbox can write it; symlinks untouched."""
+    if not privileged():
+        return
+    os.lchown(path, SANDBOX_UID, SANDBOX_GID)
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), SANDBOX_UID, SANDBOX_GID)
+
+
+def sandbox_area() -> Path:
+    """A directory the sandbox uid can traverse, for workspaces and staging (bwrap resolves its
+    bind sources as that uid, so they cannot live under an unreadable /root)."""
+    import tempfile
+
+    area = Path(tempfile.gettempdir()) / f"hrbench-sandbox-{os.geteuid()}"
+    try:
+        area.mkdir(mode=0o711, exist_ok=True)
+        info = area.lstat()
+    except OSError as exc:
+        raise SandboxError(f"cannot create the sandbox area {area}: {exc}") from exc
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise SandboxError(f"{area} is not a directory owned by uid {os.geteuid()} and writable only by it; "
+                           "remove it (someone else may have planted it) and run again")
+    if privileged() and stat.S_IMODE(info.st_mode) != 0o711:
+        os.chmod(area, 0o711)
+    return area
+
+
+def area_tempdir(prefix: str, parent: Path | None = None) -> Path:
+    """A new directory for the sandbox (mode 0711, so the sandbox uid may traverse it), named after
+    this process so that `sweep_stale` can tell a dead harness's leftovers."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix=f"{prefix}-{os.getpid()}-", dir=parent or sandbox_area()))
+    os.chmod(folder, 0o711)
+    return folder
+
+
+def _owner_alive(name: str, position: int) -> bool:
+    try:
+        pid = int(name.split("-")[position])
+    except (IndexError, ValueError):
+        return True  # not ours: leave it alone
+    return Path(f"/proc/{pid}").exists()
+
+
+@functools.cache
+def sweep_stale(area: Path) -> None:
+    """Once per process: remove what a harness that died (SIGKILL, OOM) left behind in the sandbox
+    area (workspace tmpfs mounts, staging dirs) and its trial cgroups."""
+    for entry in area.iterdir() if area.is_dir() else []:
+        if entry.name.startswith(("ws-", "build-", "verify-")) and not _owner_alive(entry.name, 1):
+            for mounted in (entry / "logs", entry):
+                if os.path.ismount(mounted):
+                    unmount(mounted)
+            shutil.rmtree(entry, ignore_errors=True)
+    for controller, base in _cgroup_bases().items():
+        for group in base.glob("hrbench-*"):
+            if group.is_dir() and not _owner_alive(group.name, 1):
+                TrialCgroup(group.name, SandboxLimits(), existing={controller: group}).remove()
+
+
+_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def mount_sized_tmpfs(path: Path, size_mb: int) -> bool:
+    """Mount a tmpfs of `size_mb` on `path`, owned by the sandbox uid (root only); False if not possible."""
+    if not privileged():
+        return False
+    data = f"size={size_mb}m,mode=0755,uid={SANDBOX_UID},gid={SANDBOX_GID}".encode()
+    ok = _libc().mount(b"tmpfs", str(path).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, data) == 0
+    return ok
+
+
+def unmount(path: Path) -> None:
+    _libc().umount2(str(path).encode(), _MNT_DETACH)
