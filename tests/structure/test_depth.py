@@ -159,3 +159,20 @@ def test_a_batching_second_model_lowers_d_found_by_a_stepwise_first_model():
                         ("free", batching_runner("calib-static-chain", None))])
     assert d.models[0].estimate == 10 and d.depth == 1
     assert [r.cap for r in d.models[1].runs] == [1]
+
+
+def test_steps_split_at_markers_with_the_preamble_in_the_first_step():
+    from hrbench.structure.batching import SolutionStep
+    script = "cd /app\n# hrbench:step\na\n# hrbench:step reads-output\nb\n# hrbench:step\nc\n"
+    assert split_steps(script) == [SolutionStep(script="cd /app\na\n"), SolutionStep(script="b\n", reads_output=True),
+                                   SolutionStep(script="c\n")]
+    assert plan_turns(split_steps(script), None) == ["cd /app\na\n", "b\nc\n"]
+    assert plan_turns(split_steps(script), 1) == ["cd /app\na\n", "b\n", "c\n"]
+    assert plan_turns(split_steps("x\ny\n"), 1) == ["x\ny\n"]  # no markers: one step
+
+
+def test_bad_step_markers_and_batch_sizes_are_refused():
+    with pytest.raises(ValueError, match=r"solve.sh:2: unknown step option 'later'"):
+        split_steps("a\n# hrbench:step later\nb\n")
+    with pytest.raises(ValueError, match="steps_per_turn must be >= 1"):
+        plan_turns(split_steps("a\n"), 0)
