@@ -192,3 +192,13 @@ def harness_runner(task: Task, agent: Agent, backend: LocalBackend, *, seed: int
         return RunResult(passed=record.passed, turns=record.turns)
 
     return run
+
+
+def depth_of_task(task: Task, agents: Sequence[Agent], backend: LocalBackend, *, seed: int = 0,
+                  base_budget: Budget | None = None, caps: Sequence[int] = CAPS,
+                  trajectory_dir: Path | None = None) -> DepthEstimate:
+    """D of `task` over a model set of real agents (the first measured in full, the rest below D)."""
+    models = [(getattr(a, "name", type(a).__name__),
+               harness_runner(task, a, backend, seed=seed, base_budget=base_budget, trajectory_dir=trajectory_dir))
+              for a in agents]
+    return estimate_depth(models, caps)

@@ -13,6 +13,7 @@ agent's output file and nothing else from the workspace, and never runs it.
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Sequence
 
@@ -80,7 +81,10 @@ def write_document_task(doc: Document, root: Path, chunks: int = 1) -> Path:
             f'description = "Long transduction: {doc.family} / {doc.format} / difficulty {doc.difficulty}, '
             f'{doc.length} records in {chunks} part(s)."\n\n[metadata]\ncategory = "transduction"\n'
             f'difficulty = "d{doc.difficulty}"\n\n[metadata.hrbench]\nfamily = "transduction-{doc.family}"\n'
-            f'structure = "{"deep" if chunks > 1 else "shallow"}"\n\n[metadata.hrbench.depends_on]\n{depends}\n'
+            f'structure = "{"deep" if chunks > 1 else "shallow"}"\n\n'
+            f'[metadata.hrbench.transduction]\nfamily = "{doc.family}"\nformat = "{doc.format}"\n'
+            f'difficulty = {doc.difficulty}\nlength = {doc.length}\nsample = {doc.sample}\nchunks = {chunks}\n\n'
+            f'[metadata.hrbench.depends_on]\n{depends}\n'
             '[metadata.hrbench.weights]\n' + "".join(f"{p} = {b - a + 1}.0\n" for p, (a, b) in zip(parts, bounds))
             + '\n[environment]\nworkdir = "/app"\n\n[verifier]\ntimeout_sec = 60\n\n[agent]\ntimeout_sec = 120\n\n'
             + "".join(f'[[steps]]\nname = "{p}"\n\n' for p in parts).rstrip("\n") + "\n")
@@ -99,6 +103,20 @@ def write_document_task(doc: Document, root: Path, chunks: int = 1) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return task
+
+
+def document_for_task(task_dir: Path) -> tuple[Document, int]:
+    """The document a transduction task package was written from, and its number of chunks."""
+    toml_path = Path(task_dir) / "task.toml"
+    meta = tomllib.loads(toml_path.read_text()).get("metadata", {}).get("hrbench", {}).get("transduction")
+    if not isinstance(meta, dict):
+        raise ValueError(f"{toml_path}: no [metadata.hrbench.transduction] table; not a transduction task")
+    try:
+        doc = generate(meta["family"], meta["format"], int(meta["difficulty"]), int(meta["length"]),
+                       int(meta.get("sample", 0)))
+        return doc, int(meta.get("chunks", 1))
+    except KeyError as exc:
+        raise ValueError(f"{toml_path}: [metadata.hrbench.transduction] lacks {exc}") from exc
 
 
 # The committed set: per family five documents over the three formats and the four difficulties.

@@ -50,3 +50,14 @@ def test_an_agent_that_never_passes_gives_no_estimate(tmp_path):
     d = estimate_depth([("nop", harness_runner(task, NopAgent(), LocalBackend(tmp_path / "c"), base_budget=BUDGET,
                                                trajectory_dir=tmp_path / "t"))])
     assert d.status == "no_estimate" and len(d.runs) == 2
+
+
+@pytest.mark.slow
+def test_a_free_batching_second_agent_lowers_d_of_a_stepwise_first_agent(tmp_path: Path):
+    from hrbench.structure.depth import depth_of_task
+
+    task = load_task(REGISTRY / "calib-static-chain")
+    agents = [StepBatchingAgent(BatchingParams(steps_per_turn=1)), StepBatchingAgent()]
+    d = depth_of_task(task, agents, LocalBackend(tmp_path / "c"), base_budget=BUDGET, trajectory_dir=tmp_path / "t")
+    assert d.models[0].estimate == 10 and d.depth == 1
+    assert [r.cap for r in d.models[1].runs] == [1]

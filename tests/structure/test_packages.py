@@ -122,3 +122,15 @@ def test_work_counts_non_blank_non_comment_lines_in_lines_and_characters():
     w = task_work(task)
     assert w.lines == task.work == 11 and w.chars > 10 * w.lines
     assert w.tokens is None or w.tokens > w.lines  # o200k_base only when available offline
+
+
+def test_every_transduction_task_names_the_document_it_was_written_from(tmp_path: Path):
+    from hrbench.transduction.packages import document_for_task
+
+    for task_dir in sorted(REGISTRY.glob("lt-*")):
+        doc, chunks = document_for_task(task_dir)
+        last = task_dir / "steps" / f"part{chunks}" / "tests" / "expected.txt"
+        assert last.read_text().splitlines() == list(doc.expected)
+        assert (task_dir / "environment" / "files" / "input.txt").read_text() == doc.input_text
+    with pytest.raises(ValueError, match="not a transduction task"):
+        document_for_task(REGISTRY / "calib-parallel")
