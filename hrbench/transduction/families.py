@@ -227,3 +227,31 @@ def generate(family: Family, fmt: str, difficulty: int, length: int, sample: int
     if family == "table":
         return _table_document(fmt, difficulty, length, sample, rng)
     return _record_document(family, fmt, difficulty, length, sample, rng)
+
+
+# The paper's nominal input-plus-output horizons (tokens); a document of horizon H has about H/2
+# input and H/2 output tokens. Tokens are estimated as characters / 4 (no tokenizer is needed).
+NOMINAL_HORIZONS = (4096, 8192, 16384, 32768, 65536, 131072)
+CHARS_PER_TOKEN = 4.0
+_PROBE_RECORDS = 32
+
+
+def nominal_tokens(doc: Document) -> float:
+    """Estimated input-plus-output tokens of a document: characters of input and expected output / 4."""
+    return (len(doc.input_text) + sum(len(line) + 1 for line in doc.expected)) / CHARS_PER_TOKEN
+
+
+def length_for_horizon(family: Family, fmt: str, difficulty: int, horizon_tokens: int) -> int:
+    """The record count whose document is closest to `horizon_tokens` nominal tokens.
+
+    Per-record size is measured on a probe document after removing the fixed part (the definition
+    pool of variable lookup), then refined twice at the estimate, since IDs grow with the count.
+    """
+    small, probe = generate(family, fmt, difficulty, 1), generate(family, fmt, difficulty, _PROBE_RECORDS + 1)
+    per_record = (nominal_tokens(probe) - nominal_tokens(small)) / _PROBE_RECORDS
+    fixed = nominal_tokens(small) - per_record
+    n = max(1, round((horizon_tokens - fixed) / per_record))
+    for _ in range(2):
+        per_record = (nominal_tokens(generate(family, fmt, difficulty, n)) - fixed) / n
+        n = max(1, round((horizon_tokens - fixed) / per_record))
+    return n

@@ -191,3 +191,13 @@ def test_summary_weights_cells_equally_and_counts_exact_documents():
 def test_bad_parameters_are_refused(bad, match):
     with pytest.raises(ValueError, match=match):
         generate(*bad)
+
+
+@pytest.mark.parametrize("family, fmt, difficulty", [("arithmetic", "no_ids", 4), ("uuid_sort", "ordered_ids", 2),
+                                                     ("variable_lookup", "shuffled_ids", 3), ("table", "kv_resolve", 1)])
+def test_record_count_for_a_nominal_horizon_lands_near_it(family, fmt, difficulty):
+    from hrbench.transduction.families import length_for_horizon, nominal_tokens
+
+    for horizon in (4096, 8192):
+        n = length_for_horizon(family, fmt, difficulty, horizon)
+        assert abs(nominal_tokens(generate(family, fmt, difficulty, n)) / horizon - 1) < 0.1
