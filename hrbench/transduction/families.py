@@ -245,13 +245,16 @@ def length_for_horizon(family: Family, fmt: str, difficulty: int, horizon_tokens
     """The record count whose document is closest to `horizon_tokens` nominal tokens.
 
     Per-record size is measured on a probe document after removing the fixed part (the definition
-    pool of variable lookup), then refined twice at the estimate, since IDs grow with the count.
+    pool of variable lookup), then refined twice at the estimate, since IDs grow with the count; the
+    closest candidate is kept. Word lengths differ between documents (each length has its own seed),
+    so a document with few distinct words can land some 10-15 % off the horizon.
     """
     small, probe = generate(family, fmt, difficulty, 1), generate(family, fmt, difficulty, _PROBE_RECORDS + 1)
     per_record = (nominal_tokens(probe) - nominal_tokens(small)) / _PROBE_RECORDS
     fixed = nominal_tokens(small) - per_record
     n = max(1, round((horizon_tokens - fixed) / per_record))
-    for _ in range(2):
-        per_record = (nominal_tokens(generate(family, fmt, difficulty, n)) - fixed) / n
-        n = max(1, round((horizon_tokens - fixed) / per_record))
-    return n
+    tried: dict[int, float] = {}
+    for _ in range(3):
+        tried[n] = nominal_tokens(generate(family, fmt, difficulty, n))
+        n = max(1, round((horizon_tokens - fixed) * n / (tried[n] - fixed)))
+    return min(tried, key=lambda k: abs(tried[k] - horizon_tokens))
