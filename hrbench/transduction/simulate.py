@@ -44,16 +44,21 @@ def _wrong(doc: Document, line: str, position: int, rng: random.Random) -> str:
     return prefix + wrong
 
 
-def simulated_output(doc: Document, rng: random.Random, error_rate: float = 0.0, decay: float = 0.0,
-                     omit_rate: float = 0.0) -> str:
-    """An output text for `doc` with the declared per-record error and omission behaviour."""
+def simulated_records(doc: Document, rng: random.Random, error_rate: float = 0.0, decay: float = 0.0,
+                      omit_rate: float = 0.0) -> list[str | None]:
+    """The simulated line for each expected output position (None where the line is omitted)."""
     n = len(doc.expected)
-    lines = []
+    records: list[str | None] = []
     for i, line in enumerate(doc.expected):
         p = min(1.0, max(0.0, error_rate + (decay * i / (n - 1) if n > 1 else 0.0)))
         wrong = rng.random() < p
         omit = rng.random() < omit_rate  # both draws every record: the stream does not depend on outcomes
-        if omit:
-            continue
-        lines.append(_wrong(doc, line, i, rng) if wrong else line)
-    return "".join(line + "\n" for line in lines)
+        records.append(None if omit else (_wrong(doc, line, i, rng) if wrong else line))
+    return records
+
+
+def simulated_output(doc: Document, rng: random.Random, error_rate: float = 0.0, decay: float = 0.0,
+                     omit_rate: float = 0.0) -> str:
+    """An output text for `doc` with the declared per-record error and omission behaviour."""
+    records = simulated_records(doc, rng, error_rate, decay, omit_rate)
+    return "".join(line + "\n" for line in records if line is not None)
