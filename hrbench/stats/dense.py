@@ -25,7 +25,8 @@ Everything here is a pure function of arrays.
 from __future__ import annotations
 
 import math
-from typing import Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict

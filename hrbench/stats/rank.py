@@ -13,7 +13,7 @@ Interval: Fisher's z, atanh(r) ± z_{1−α/2} / √(n − 3 − k) for k contro
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict

@@ -10,12 +10,18 @@ Statistics over these rows live in :mod:`hrbench.stats.dense`; nothing here comp
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
 from hrbench.harness.records import TrialRecord
-from hrbench.stats.dense import FailureType, failure_type, is_false_finish, stage_rewards, task_reward
+from hrbench.stats.dense import (
+    FailureType,
+    failure_type,
+    is_false_finish,
+    stage_rewards,
+    task_reward,
+)
 from hrbench.structure.depth import DepthEstimate, DepthStatus
 from hrbench.structure.work import task_work
 from hrbench.tasks.model import Task

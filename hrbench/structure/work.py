@@ -9,7 +9,7 @@ encoding are available offline, in BPE tokens (None otherwise: never a download 
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -37,7 +37,7 @@ def _o200k() -> Callable[[str], int] | None:
         import tiktoken
 
         encoding = tiktoken.get_encoding("o200k_base")
-    except Exception:  # not installed, or the encoding file is not cached and there is no network
+    except Exception:  # noqa: BLE001 (not installed, or the encoding is not cached and there is no network)
         return None
     return lambda text: len(encoding.encode(text, disallowed_special=()))
 

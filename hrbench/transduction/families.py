@@ -41,8 +41,8 @@ PERMUTED_SHARE = {1: 0.2, 2: 0.4, 3: 0.8, 4: 1.0}
 KV_VARIABLES = {1: 2, 2: 5, 3: 10, 4: 19}
 TABLE_COLUMNS = 5
 
-_ONSETS = "b d f g k l m n p r s t v z".split()
-_VOWELS = "a e i o u".split()
+_ONSETS = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z"]
+_VOWELS = ["a", "e", "i", "o", "u"]
 
 
 def formats_for(family: Family) -> tuple[str, ...]:

@@ -13,9 +13,10 @@ agent's output file and nothing else from the workspace, and never runs it.
 
 from __future__ import annotations
 
+import itertools
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from hrbench.transduction.families import Document, generate
 
@@ -76,7 +77,7 @@ def write_document_task(doc: Document, root: Path, chunks: int = 1) -> Path:
     name = doc.name if chunks == 1 else f"{doc.name}-k{chunks}"
     task = Path(root) / name
     parts = [f"part{j}" for j in range(1, chunks + 1)]
-    depends = "".join(f'{p} = ["{q}"]\n' for q, p in zip(parts, parts[1:]))
+    depends = "".join(f'{p} = ["{q}"]\n' for q, p in itertools.pairwise(parts))
     toml = (f'version = "1.0"\n\n[task]\nname = "{name}"\n'
             f'description = "Long transduction: {doc.family} / {doc.format} / difficulty {doc.difficulty}, '
             f'{doc.length} records in {chunks} part(s)."\n\n[metadata]\ncategory = "transduction"\n'
@@ -110,7 +111,7 @@ def document_for_task(task_dir: Path) -> tuple[Document, int]:
     toml_path = Path(task_dir) / "task.toml"
     meta = tomllib.loads(toml_path.read_text()).get("metadata", {}).get("hrbench", {}).get("transduction")
     if not isinstance(meta, dict):
-        raise ValueError(f"{toml_path}: no [metadata.hrbench.transduction] table; not a transduction task")
+        raise ValueError(f"{toml_path}: no [metadata.hrbench.transduction] table; not a transduction task")  # noqa: TRY004
     try:
         doc = generate(meta["family"], meta["format"], int(meta["difficulty"]), int(meta["length"]),
                        int(meta.get("sample", 0)))

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from hrbench.structure.batching import plan_turns, split_steps
-from hrbench.structure.depth import CAPS, RunResult, estimate_depth, measure_first_model, measure_later_model
+from hrbench.structure.depth import (
+    CAPS,
+    RunResult,
+    estimate_depth,
+    measure_first_model,
+    measure_later_model,
+)
 from hrbench.tasks.loader import load_task
 
 REGISTRY = Path(__file__).resolve().parents[2] / "task_registry"

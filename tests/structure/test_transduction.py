@@ -11,9 +11,21 @@ import numpy as np
 import pytest
 
 from hrbench.transduction.families import (
-    DIFFICULTIES, FAMILIES, OPERANDS, POOL_SIZE, UUIDS_PER_RECORD, Document, formats_for, generate,
+    DIFFICULTIES,
+    FAMILIES,
+    OPERANDS,
+    POOL_SIZE,
+    UUIDS_PER_RECORD,
+    Document,
+    formats_for,
+    generate,
 )
-from hrbench.transduction.scoring import accuracy_by_position, is_self_consistent, score_document, summarize
+from hrbench.transduction.scoring import (
+    accuracy_by_position,
+    is_self_consistent,
+    score_document,
+    summarize,
+)
 from hrbench.transduction.simulate import simulated_output
 
 ALL = [(f, fmt, d) for f in FAMILIES for fmt in formats_for(f) for d in DIFFICULTIES]
@@ -45,7 +57,7 @@ def _answers(doc: Document) -> list[str]:
 def test_record_families_expected_outputs_are_right(fmt, difficulty):
     arith = generate("arithmetic", fmt, difficulty, 15)
     recs = _records(arith)
-    assert [int(a) for a in _answers(arith)] == [eval(recs[i]) for i in sorted(recs)]  # noqa: S307 (digits, + and -)
+    assert [int(a) for a in _answers(arith)] == [eval(recs[i]) for i in sorted(recs)]
     assert all(len(re.findall(r"\d+", r)) == OPERANDS[difficulty] for r in recs.values())
     if fmt == "shuffled_ids":
         order = [int(re.match(r"\[(\d+)\]", line).group(1)) for line in arith.input_text.splitlines()[1:]]
