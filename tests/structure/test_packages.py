@@ -85,6 +85,7 @@ def test_transduction_verifier_cannot_be_pointed_at_the_expected_copy_or_fooled_
     task = load_task(REGISTRY / "lt-arith-orderedids-d1-n12-s0-k2")
     assert _reward_after(task, 0, "ln -sf /tests/expected.txt /app/output.txt", tmp_path) == 0.0
     assert _reward_after(task, 0, "cp /dev/null /app/output.txt", tmp_path) == 0.0
+    assert _reward_after(task, 0, "mkfifo /app/output.txt", tmp_path) == 0.0  # refused, not waited on
     # part 2 from the oracle checkpoint, but with a damaged line 1: the cumulative check fails it
     ref = task.stages[1].solution_script()
     assert _reward_after(task, 1, ref, tmp_path) == 1.0
@@ -99,6 +100,7 @@ def test_calibration_verifier_needs_every_answer_and_refuses_a_symlink(tmp_path:
     ref = task.stages[0].solution_script()
     assert _reward_after(task, 0, ref, tmp_path) == 1.0
     assert _reward_after(task, 0, "ln -s /tests/expected.txt /app/answers.txt", tmp_path) == 0.0
+    assert _reward_after(task, 0, "mkfifo /app/answers.txt", tmp_path) == 0.0
     assert _reward_after(task, 0, ref + "\nsed -i 's/^step4: .*/step4: 000000/' /app/answers.txt\n",
                          tmp_path) == 0.0
 
