@@ -1,0 +1,12 @@
+#!/bin/bash
+cd /app
+# hrbench:key-begin
+cat > output.txt <<'HRB_EOF'
+135
+-42
+-93
+21
+-298
+-56
+HRB_EOF
+# hrbench:key-end

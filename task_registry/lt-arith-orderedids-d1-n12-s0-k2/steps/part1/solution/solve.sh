@@ -1,0 +1,12 @@
+#!/bin/bash
+cd /app
+# hrbench:key-begin
+cat > output.txt <<'HRB_EOF'
+[1]104
+[2]91
+[3]-58
+[4]122
+[5]8
+[6]-7
+HRB_EOF
+# hrbench:key-end

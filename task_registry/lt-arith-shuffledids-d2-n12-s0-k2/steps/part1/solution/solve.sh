@@ -1,0 +1,12 @@
+#!/bin/bash
+cd /app
+# hrbench:key-begin
+cat > output.txt <<'HRB_EOF'
+[1]-10
+[2]235
+[3]82
+[4]30
+[5]-91
+[6]194
+HRB_EOF
+# hrbench:key-end

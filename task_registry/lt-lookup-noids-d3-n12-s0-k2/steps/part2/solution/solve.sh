@@ -1,0 +1,12 @@
+#!/bin/bash
+cd /app
+# hrbench:key-begin
+cat >> output.txt <<'HRB_EOF'
+geka peze
+kusu gadoli
+neti zeva
+gelona voniti
+bibu peze
+goti potumi
+HRB_EOF
+# hrbench:key-end

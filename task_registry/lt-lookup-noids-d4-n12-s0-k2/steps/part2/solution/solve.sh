@@ -1,0 +1,12 @@
+#!/bin/bash
+cd /app
+# hrbench:key-begin
+cat >> output.txt <<'HRB_EOF'
+vidoko senu
+sebuma zigepa
+timafe zuki
+beme filasu
+veku tekevu
+gasuzo nurevo
+HRB_EOF
+# hrbench:key-end

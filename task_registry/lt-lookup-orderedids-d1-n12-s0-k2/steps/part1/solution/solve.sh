@@ -1,0 +1,12 @@
+#!/bin/bash
+cd /app
+# hrbench:key-begin
+cat > output.txt <<'HRB_EOF'
+[1]zetolo pama
+[2]zetolo sarufo
+[3]vuvu mosota
+[4]zetolo pama
+[5]zetolo mosota
+[6]zetolo baruno
+HRB_EOF
+# hrbench:key-end

@@ -1,0 +1,12 @@
+#!/bin/bash
+cd /app
+# hrbench:key-begin
+cat >> output.txt <<'HRB_EOF'
+[7]zetolo mosota
+[8]zetolo mosota
+[9]zetolo pama
+[10]kona sarufo
+[11]kono mosota
+[12]kono pama
+HRB_EOF
+# hrbench:key-end

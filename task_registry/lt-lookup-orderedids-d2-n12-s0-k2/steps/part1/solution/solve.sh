@@ -1,0 +1,12 @@
+#!/bin/bash
+cd /app
+# hrbench:key-begin
+cat > output.txt <<'HRB_EOF'
+[1]rake fane
+[2]levufo nabe
+[3]vule koda
+[4]sipu nabe
+[5]lusaki fane
+[6]ribigi vepeta
+HRB_EOF
+# hrbench:key-end

@@ -1,0 +1,12 @@
+#!/bin/bash
+cd /app
+# hrbench:key-begin
+cat >> output.txt <<'HRB_EOF'
+[7]ruru buda
+[8]meniva gozeka
+[9]meniva sotobe
+[10]rupusu galiri
+[11]gofonu nitibu
+[12]tegu nabe
+HRB_EOF
+# hrbench:key-end

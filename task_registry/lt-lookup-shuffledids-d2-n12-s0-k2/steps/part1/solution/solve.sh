@@ -1,0 +1,12 @@
+#!/bin/bash
+cd /app
+# hrbench:key-begin
+cat > output.txt <<'HRB_EOF'
+[1]peve naze
+[2]ziro leba
+[3]puvosi mubase
+[4]deka liki
+[5]zufo tudegu
+[6]peve leba
+HRB_EOF
+# hrbench:key-end

@@ -1,0 +1,12 @@
+#!/bin/bash
+cd /app
+# hrbench:key-begin
+cat >> output.txt <<'HRB_EOF'
+8aca3889-9b02-4074-8506-ee39bebec2c4,fe51d303-d6f6-4b97-9672-d55205c541bb
+17c0d1aa-cdda-4061-93f4-021294bda61b,b2b1a6bc-4fa1-4f52-9dda-30d7dca13f29
+2b39df00-ec8d-4247-868a-0fce5b5397dd,526425a6-38a0-48b5-a575-5d923629105c
+490613be-52c8-418d-a52f-67f0e6e769e8,9497dbda-9077-4504-8e00-3bdea03e4b65
+7b31e93f-3f43-4bee-b0e8-d6ece868c4c0,8c1858f4-470a-48d6-9469-88e1822d8a9d
+49731535-9c5e-44d7-a787-4d6c0c5d4294,b67da721-3eeb-4049-b279-794faf1f51a9
+HRB_EOF
+# hrbench:key-end

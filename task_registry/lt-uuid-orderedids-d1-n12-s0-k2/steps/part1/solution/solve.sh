@@ -1,0 +1,12 @@
+#!/bin/bash
+cd /app
+# hrbench:key-begin
+cat > output.txt <<'HRB_EOF'
+[1]ba2cf082-191d-4ed9-8e42-d4a8717cacd0,f49b4833-7eef-4947-a744-2c86db4410f6
+[2]090167c2-3cca-4c44-a76b-10b389e8c7ea,a89c5eef-5083-4192-8757-c24f9156ab8d
+[3]a883f832-7add-4c2c-b1d6-d09e51c5790a,ecd34029-6ba2-476b-93ac-fcbac27df30d
+[4]ace466f2-4709-4408-8417-c03145b9b2c9,e61d73c1-8590-4094-92cc-09a71c50d9ee
+[5]55919915-2821-4a56-a5d9-4a73215bbe58,af1926da-fa69-4cb2-b505-5dea1634a89a
+[6]bd2f9e93-3af8-493b-8ec5-0d3aee98ea7b,e6044fd7-e6f2-432f-8d89-5d2383956030
+HRB_EOF
+# hrbench:key-end
