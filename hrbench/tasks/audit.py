@@ -20,10 +20,12 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import re
 import sqlite3
 import tarfile
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -298,38 +300,56 @@ def _forge_attack(task: Task, stage: Stage, backend: LocalBackend) -> tuple[floa
     return result.reward, f"tamper (a/b): {cause}; verifier output: {_tail(result)!r}"
 
 
-def _edit_attack(task: Task, stage: Stage, backend: LocalBackend, reference: dict[str, str],
-                 before: dict[str, str]) -> tuple[float | None, str | None]:
-    """Tamper (c); returns the reward and, when it passed on changed outputs, the likely cause."""
+class _EditedRun(BaseModel):
+    """Tamper (c) for one stage, from the task's single edited chain."""
+    result: VerifierResult
+    after: dict[str, str]  # workspace digests after sigma_1..sigma_i over the edited inputs
+
+
+def _edited_chain(task: Task, backend: LocalBackend) -> tuple[list[str], list[_EditedRun]]:
+    """Tamper (c) for every stage at once: edit e_0's inputs, then run sigma_1, verify stage 1,
+    run sigma_2, verify stage 2, ... in one workspace (verifiers do not write the workspace)."""
     inputs = _original_inputs(task, backend)
     if not inputs:
-        return None, None
+        return inputs, []
     paths = [f"{task.workdir}/{rel}" for rel in inputs]
+    runs = []
     env = backend.start(task, 0)
     try:
         env.exec(f"/usr/bin/python3 -c {_quote(_TAMPER_PY)} {_quote(json.dumps(paths))}\n", task.agent_timeout_sec)
-        for earlier in task.stages[:stage.index + 1]:
-            env.exec(earlier.solution_script(), task.agent_timeout_sec)
-        result = env.verify(stage)
-        after = _snapshot(env.workspace)
+        for stage in task.stages:
+            env.exec(stage.solution_script(), task.agent_timeout_sec)
+            runs.append(_EditedRun(result=env.verify(stage), after=_snapshot(env.workspace)))
     finally:
         env.close()
-    if result.reward < 1.0:
-        return result.reward, None
+    return inputs, runs
+
+
+def _edit_problem(inputs: list[str], run: _EditedRun, reference: dict[str, str],
+                  before: dict[str, str]) -> str | None:
+    """The likely cause when the edited chain passed with outputs that differ from the reference's."""
+    if run.result.reward < 1.0:
+        return None
     outputs = {p for p in set(reference) | set(before) if reference.get(p) != before.get(p)}
-    if all(after.get(p) == reference.get(p) for p in outputs):
-        return result.reward, None  # the edits did not change what sigma_i produces: passing is right
+    if all(run.after.get(p) == reference.get(p) for p in outputs):
+        return None  # the edits did not change what sigma_i produces: passing is right
     edited = ", ".join(inputs[:6]) + (", ..." if len(inputs) > 6 else "")
-    return result.reward, (
-        f"tamper (c): after editing the original inputs ({edited}) and replaying the reference solutions, their "
-        "different outputs still pass: the verifier computes expected answers from workspace files; compute them "
-        "from pristine "
-        f"copies shipped in tests/ instead; verifier output: {_tail(result)!r}")
+    return (f"tamper (c): after editing the original inputs ({edited}) and replaying the reference solutions, "
+            "their different outputs still pass: the verifier computes expected answers from workspace files; "
+            f"compute them from pristine copies shipped in tests/ instead; verifier output: {_tail(run.result)!r}")
 
 
-def audit_stage(task: Task, stage: Stage, backend: LocalBackend) -> StageAudit:
-    """Audit one stage; problems are reported, never raised."""
-    ref = nothing = removed = forged = edited = None
+class _StageRuns(BaseModel):
+    audit: StageAudit
+    reference: dict[str, str] = {}  # workspace digests after sigma_i (for tamper c)
+    before: dict[str, str] = {}  # digests of e_{i-1}
+
+
+def _audit_stage(task: Task, stage: Stage, backend: LocalBackend) -> _StageRuns:
+    """Every check of one stage except tamper (c); problems are reported, never raised."""
+    ref = nothing = removed = forged = None
+    reference: dict[str, str] = {}
+    before: dict[str, str] = {}
     problems: list[str] = []
     try:
         removed_script = stage.solution_without_key_step()
@@ -367,19 +387,39 @@ def audit_stage(task: Task, stage: Stage, backend: LocalBackend) -> StageAudit:
         forged, why = _forge_attack(task, stage, backend)
         if why:
             problems.append(why)
-        edited, why = _edit_attack(task, stage, backend, reference, before)
-        if why:
-            problems.append(why)
     except (TaskError, SandboxError) as exc:
         problems.append(str(exc))
-    return StageAudit(
+    audit = StageAudit(
         task=task.name, stage=stage.name, reference_reward=ref, nothing_reward=nothing,
-        key_removed_reward=removed, forged_reward=forged, edited_inputs_reward=edited,
-        ok=not problems, problem="; ".join(problems) or None,
+        key_removed_reward=removed, forged_reward=forged, ok=not problems, problem="; ".join(problems) or None,
     )
+    return _StageRuns(audit=audit, reference=reference, before=before)
 
 
-def audit_task(task: Task, backend: LocalBackend) -> list[StageAudit]:
-    """Audit every stage of one task; problems are reported, never raised."""
-    return [audit_stage(task, stage, backend) for stage in task.stages]
-
+def audit_task(task: Task, backend: LocalBackend, workers: int | None = None) -> list[StageAudit]:
+    """Audit every stage of one task (stages side by side on `workers` threads, default one per
+    core); problems are reported, never raised."""
+    workers = workers or os.cpu_count() or 2
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hrbench-audit") as pool:
+        chain = pool.submit(_edited_chain, task, backend)
+        stages = list(pool.map(lambda stage: _audit_stage(task, stage, backend), task.stages))
+        try:
+            inputs, edited = chain.result()
+            chain_error = None
+        except (TaskError, SandboxError) as exc:
+            inputs, edited, chain_error = [], [], f"tamper (c): {exc}"
+    rows = []
+    for i, runs in enumerate(stages):
+        audit = runs.audit
+        problems = [audit.problem] if audit.problem else []
+        if chain_error:
+            problems.append(chain_error)
+        elif i < len(edited) and runs.reference:
+            audit.edited_inputs_reward = edited[i].result.reward
+            why = _edit_problem(inputs, edited[i], runs.reference, runs.before)
+            if why:
+                problems.append(why)
+        audit.ok = not problems
+        audit.problem = "; ".join(problems) or None
+        rows.append(audit)
+    return rows
