@@ -31,7 +31,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from hrbench.envs.base import SandboxError, VerifierResult
-from hrbench.envs.local import LocalBackend
+from hrbench.envs.local import LocalBackend, LocalEnvironment
 from hrbench.tasks.model import Stage, Task, TaskError
 
 TAMPER_MARK = "hrbench-tamper"
@@ -57,23 +57,29 @@ __hrb_forge
 """
 
 
-def _bash_payload(where: str) -> str:
+# Where a payload that finds itself in the verifier's own view (/tests visible) records the file
+# it was planted in: a run outside `untrusted` is a defect even when the forgery loses its race.
+UNCONFINED_LOG = ".hrbench-tamper-unconfined"
+
+
+def _bash_payload(where: str, log: str) -> str:
     return (
         f"# {TAMPER_MARK}\n{{ {_FORGE_BASH}\n}} </dev/null >/dev/null 2>&1\n"
-        f'if [ -e /tests/checks.sh ]; then echo "{TAMPER_MARK}: forging code in {where} ran UNCONFINED" >&2; '
-        f'else echo "{TAMPER_MARK}: forging code in {where} ran confined" >&2; fi\n'
+        f'if [ -e /tests/checks.sh ]; then echo "{where}" >>"{log}" 2>/dev/null; '
+        f'echo "{TAMPER_MARK}: forging code in {where} ran UNCONFINED" >&2; fi\n'
         f"# {TAMPER_MARK}-end\n"
     )
 
 
-def _python_payload(where: str) -> str:
+def _python_payload(where: str, log: str) -> str:
     return (
         f"# {TAMPER_MARK}\n"
         "import os as __hrb_os, subprocess as __hrb_sp, sys as __hrb_sys\n"
         f"__hrb_sp.Popen(['/bin/bash', '-c', {_FORGE_BASH!r}], stdin=__hrb_sp.DEVNULL, stdout=__hrb_sp.DEVNULL,\n"
         "               stderr=__hrb_sp.DEVNULL, start_new_session=True)\n"
-        f"__hrb_sys.stderr.write('{TAMPER_MARK}: forging code in {where} ran ' + "
-        "('UNCONFINED' if __hrb_os.path.exists('/tests/checks.sh') else 'confined') + '\\n')\n"
+        "if __hrb_os.path.exists('/tests/checks.sh'):\n"
+        f"    open({log!r}, 'a').write({where!r} + '\\n')\n"
+        f"    __hrb_sys.stderr.write('{TAMPER_MARK}: forging code in {where} ran UNCONFINED\\n')\n"
         f"# {TAMPER_MARK}-end\n"
     )
 
@@ -264,16 +270,36 @@ def _named_files(task: Task, stage: Stage) -> list[str]:
 
 
 def _forge_attack(task: Task, stage: Stage, backend: LocalBackend) -> tuple[float, str | None]:
-    """Tamper (a) + (b); returns the reward and, when it is not 0, the likely cause."""
+    """Tamper (a) + (b); returns the reward and, when it is not 0 or agent code ran in the verifier's
+    own view, the likely cause."""
+    log = f"{task.workdir}/{UNCONFINED_LOG}"
     spec = json.dumps({
         "workdir": task.workdir, "named": _named_files(task, stage), "mark": TAMPER_MARK,
-        "bash": _bash_payload("@WHERE@"), "python": _python_payload("@WHERE@"),
+        "bash": _bash_payload("@WHERE@", log), "python": _python_payload("@WHERE@", log),
     })
     writer = (
         "while :; do /usr/bin/python3 /tmp/.hrb-plant.py \"$(cat /tmp/.hrb-spec.json)\"; "
         f"{{ {_FORGE_BASH}\n}} </dev/null >/dev/null 2>&1; sleep 0.05; done"
     )
     env = backend.start(task, stage.index)
+    try:
+        result, ran = _forge_run(env, stage, spec, writer)
+    finally:
+        env.close()
+    if result.reward <= 0.0 and not ran:
+        return result.reward, None
+    if ran:
+        outcome = "which forged the reward" if result.reward > 0.0 else "which could forge the reward (it lost the race this time)"
+        cause = (f"the verifier ran agent code directly ({', '.join(ran)}), {outcome}: run it "
+                 "through checks.sh's `untrusted`")
+    else:
+        cause = ("planted forging code and a background writer passed the stage; does the verifier source "
+                 "checks.sh and end with `finish`?")
+    return result.reward, f"tamper (a/b): {cause}; verifier output: {_tail(result)!r}"
+
+
+def _forge_run(env: LocalEnvironment, stage: Stage, spec: str, writer: str) -> tuple[VerifierResult, list[str]]:
+    """Plant, start the writer in a live agent shell, verify while it runs; -> result, files run unconfined."""
     shell = env.open_shell()
     try:
         shell.send(
@@ -287,17 +313,8 @@ def _forge_attack(task: Task, stage: Stage, backend: LocalBackend) -> tuple[floa
         result = env.verify(stage)
     finally:
         shell.close()
-        env.close()
-    if result.reward <= 0.0:
-        return result.reward, None
-    ran = sorted(set(re.findall(rf"{TAMPER_MARK}: forging code in (\S+) ran UNCONFINED", result.output)))
-    if ran:
-        cause = (f"the verifier ran agent code directly ({', '.join(ran)}), which forged the reward: run it "
-                 "through checks.sh's `untrusted`")
-    else:
-        cause = ("planted forging code and a background writer passed the stage; does the verifier source "
-                 "checks.sh and end with `finish`?")
-    return result.reward, f"tamper (a/b): {cause}; verifier output: {_tail(result)!r}"
+    logged = env.workspace / UNCONFINED_LOG
+    return result, sorted(set(logged.read_text(errors="replace").splitlines()) - {""}) if logged.is_file() else []
 
 
 class _EditedRun(BaseModel):
