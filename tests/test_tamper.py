@@ -9,13 +9,17 @@ the agent's code directly and computes its expectation from the workspace.
 from __future__ import annotations
 
 import filecmp
+import os
+import shutil
+import subprocess
+import tempfile
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-from hrbench.envs.local import LocalBackend, bwrap_available
+from hrbench.envs.local import CHECK_LIBRARY, LocalBackend, bwrap_available
 from hrbench.tasks.audit import audit_task
 from hrbench.tasks.loader import load_task
 
@@ -69,6 +73,29 @@ subprocess.Popen(["/bin/bash", "-c", LOOP], start_new_session=True,
 print(0)
 '''
 
+
+# Run through `untrusted` inside a verifier: what agent code can and cannot do there.
+PROBE = """\
+#!/bin/bash
+source /tests/checks.sh
+echo "mode: $( _hrb_sandbox_probe; echo "$_HRB_SANDBOX")"
+expect_eq logs_and_tests_empty "$(untrusted 'ls -A /logs /tests | grep -v ":$" | grep -c .')" 0 int
+expect_eq tests_hidden "$(untrusted 'test -e /tests/checks.sh && echo visible || echo hidden')" hidden exact
+expect_eq results_hidden "$(untrusted 'ls /tmp/hrbench-verifier.*/ 2>/dev/null | wc -l')" 0 int
+expect_fail no_umount '' -- untrusted 'umount /logs'
+expect_fail no_remount '' -- untrusted 'mount -o remount,rw /'
+expect_fail usr_read_only '' -- untrusted 'echo x > /usr/forged'
+expect_fail no_caps '' -- untrusted 'grep -q "^CapEff:[[:space:]]*0*$" /proc/self/status && exit 1 || exit 0'
+expect_eq verifier_invisible "$(untrusted 'cat /proc/[0-9]*/comm 2>/dev/null | grep -cx timeout')" 0 int
+untrusted 'echo forged > /logs/verifier/reward.json 2>/dev/null; mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.json'
+expect_fail reward_untouched '' -- test -e /logs/verifier/reward.json
+expect_eq workspace_writable "$(untrusted 'echo ok > /app/written && cat /app/written')" ok exact
+echo shared > /tmp/exchange
+expect_eq tmp_shared "$(untrusted 'cat /tmp/exchange')" shared exact
+untrusted 'nohup sleep 300 >/dev/null 2>&1 & echo started'
+expect_eq nothing_survives "$(for p in /proc/[0-9]*; do cat "$p/comm" 2>/dev/null; done | grep -cx sleep)" 0 int
+finish
+"""
 
 def _task(root: Path, verifier: str) -> Path:
     """A one-stage task: fix /app/tool.py so that it prints the sum of a file's numbers."""
@@ -199,28 +226,7 @@ def test_audit_tamper_check_flags_the_naive_verifier_and_passes_the_hardened_one
 
 def test_untrusted_inside_the_real_verifier_sandbox(tmp_path: Path):
     """The nested sandbox: no reward, tests or results in view, no way out, nothing survives it."""
-    probe = """\
-#!/bin/bash
-source /tests/checks.sh
-echo "mode: $( _hrb_sandbox_probe; echo "$_HRB_SANDBOX")"
-expect_eq logs_and_tests_empty "$(untrusted 'ls -A /logs /tests | grep -v ":$" | grep -c .')" 0 int
-expect_eq tests_hidden "$(untrusted 'test -e /tests/checks.sh && echo visible || echo hidden')" hidden exact
-expect_eq results_hidden "$(untrusted 'ls /tmp/hrbench-verifier.*/ 2>/dev/null | wc -l')" 0 int
-expect_fail no_umount '' -- untrusted 'umount /logs'
-expect_fail no_remount '' -- untrusted 'mount -o remount,rw /'
-expect_fail usr_read_only '' -- untrusted 'echo x > /usr/forged'
-expect_fail no_caps '' -- untrusted 'grep -q "^CapEff:[[:space:]]*0*$" /proc/self/status && exit 1 || exit 0'
-expect_eq verifier_invisible "$(untrusted 'cat /proc/[0-9]*/comm 2>/dev/null | grep -cx timeout')" 0 int
-untrusted 'echo forged > /logs/verifier/reward.json 2>/dev/null; mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.json'
-expect_fail reward_untouched '' -- test -e /logs/verifier/reward.json
-expect_eq workspace_writable "$(untrusted 'echo ok > /app/written && cat /app/written')" ok exact
-echo shared > /tmp/exchange
-expect_eq tmp_shared "$(untrusted 'cat /tmp/exchange')" shared exact
-untrusted 'nohup sleep 300 >/dev/null 2>&1 & echo started'
-expect_eq nothing_survives "$(for p in /proc/[0-9]*; do cat "$p/comm" 2>/dev/null; done | grep -cx sleep)" 0 int
-finish
-"""
-    task = load_task(_task(tmp_path, probe))
+    task = load_task(_task(tmp_path, PROBE))
     backend = LocalBackend(tmp_path / "cache")
     env = backend.start(task)
     try:
@@ -230,6 +236,38 @@ finish
         assert "FAIL" not in result.output
     finally:
         env.close()
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid() != 0, reason="needs root and setpriv")
+def test_untrusted_when_the_verifier_runs_unprivileged():
+    """The same probe in a verifier sandbox entered as uid 65534 (how hrbench will drop root)."""
+    with tempfile.TemporaryDirectory(prefix="hrbench-unpriv-") as tmp:  # pytest's tmp_path is root-only
+        os.chmod(tmp, 0o755)
+        _unprivileged_probe(Path(tmp))
+
+
+def _unprivileged_probe(tmp_path: Path) -> None:
+    tests, logs, app = tmp_path / "tests", tmp_path / "logs", tmp_path / "app"
+    for d in (tests, logs / "verifier", app):
+        d.mkdir(parents=True)
+    shutil.copy(CHECK_LIBRARY, tests / "checks.sh")
+    (tests / "test.sh").write_text(PROBE)
+    for d in (tmp_path, tests, logs, logs / "verifier", app):
+        d.chmod(0o777)
+    argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bwrap", "--tmpfs", "/",
+            "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+    for target, link in (("usr/bin", "/bin"), ("usr/lib", "/lib"), ("usr/lib64", "/lib64"), ("usr/sbin", "/sbin")):
+        argv += ["--symlink", target, link]
+    argv += ["--dir", "/app", "--bind", str(app), "/app", "--ro-bind", str(tests), "/tests", "--bind", str(logs), "/logs",
+             "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-all", "--die-with-parent",
+             "--new-session", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
+             "--chdir", "/app", "/bin/bash", "/tests/test.sh"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    print(proc.stdout, proc.stderr)
+    assert "mode: plain" in proc.stdout or "mode: userns" in proc.stdout
+    assert "FAIL" not in proc.stdout and "-> reward 1" in proc.stdout, proc.stdout + proc.stderr
+    assert (logs / "verifier" / "reward.txt").read_text() == "1\n"
+    assert sorted(p.name for p in (logs / "verifier").iterdir()) == ["reward.txt"]
 
 
 def test_pristine_copies_match_the_task_environment():

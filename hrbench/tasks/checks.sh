@@ -61,10 +61,11 @@
 # log directory, the tests directory and this library's private directory (check results, HOME)
 # are hidden under empty tmpfs mounts; CMD gets its own pid namespace (it cannot see or signal the
 # verifier, and nothing it starts survives it: --unshare-pid --die-with-parent), no capabilities
-# and a new session.  Where the verifier holds CAP_SYS_ADMIN (hrbench running as root) the nested
-# sandbox drops every capability; otherwise it enters a user namespace of its own (then /proc is
-# mounted when the kernel allows it, else left empty).  If no nested sandbox can be made, CMD is
-# not run at all and `untrusted` fails (exit 126): agent code never runs unconfined.
+# (--cap-drop ALL) and a new session, with a fresh /proc.  Variants, the first that starts wins:
+# plain (bwrap itself adds a user namespace when the verifier is unprivileged), then an explicit
+# --unshare-user, then --unshare-user with an empty /proc (for kernels that refuse the proc mount).
+# If no nested sandbox can be made, CMD is not run at all and `untrusted` fails (exit 126): agent
+# code never runs unconfined.
 # Files under /tmp may be rewritten by agent code: compute expected values from /tests (pristine
 # copies of the task's inputs, or precomputed values) before or independently of running it.
 #
@@ -144,7 +145,7 @@ finish() {
 }
 
 # ---------------------------------------------------------------- agent code
-_HRB_SANDBOX=""   # the nested-sandbox variant that works here (probed once): caps | userns | userns-noproc
+_HRB_SANDBOX=""   # the nested-sandbox variant that works here (probed once): plain | userns | userns-noproc
 
 _hrb_sandbox_argv() { # VARIANT -> _HRB_ARGV: bwrap argv up to (not including) the command
     local v="$1" d
@@ -158,7 +159,7 @@ _hrb_sandbox_argv() { # VARIANT -> _HRB_ARGV: bwrap argv up to (not including) t
     _HRB_ARGV+=(--dev /dev --unshare-pid --die-with-parent --new-session --cap-drop ALL
         --setenv HOME "${TMPDIR:-/tmp}" --unsetenv PYTHONSAFEPATH --unsetenv PYTHONNOUSERSITE)
     case "$v" in
-        caps) _HRB_ARGV+=(--proc /proc) ;;
+        plain) _HRB_ARGV+=(--proc /proc) ;;
         userns) _HRB_ARGV+=(--unshare-user --proc /proc) ;;
         userns-noproc) _HRB_ARGV+=(--unshare-user --tmpfs /proc) ;;
     esac
@@ -170,7 +171,7 @@ _hrb_sandbox_probe() { # sets _HRB_SANDBOX to the first variant that starts, or 
     [ -n "$_HRB_SANDBOX" ] && return 0
     _HRB_SANDBOX=none
     [ -x /usr/bin/bwrap ] || return 0
-    for v in caps userns userns-noproc; do
+    for v in plain userns userns-noproc; do
         _hrb_sandbox_argv "$v"
         if "${_HRB_ARGV[@]}" /bin/true </dev/null >/dev/null 2>&1; then _HRB_SANDBOX="$v"; return 0; fi
     done
