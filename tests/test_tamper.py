@@ -93,7 +93,12 @@ expect_eq workspace_writable "$(untrusted 'echo ok > /app/written && cat /app/wr
 echo shared > /tmp/exchange
 expect_eq tmp_shared "$(untrusted 'cat /tmp/exchange')" shared exact
 untrusted 'nohup sleep 300 >/dev/null 2>&1 & echo started'
-expect_eq nothing_survives "$(for p in /proc/[0-9]*; do cat "$p/comm" 2>/dev/null; done | grep -cx sleep)" 0 int
+# the kernel kills the nested pid namespace when its command returns; the dying take a moment
+for i in $(seq 30); do
+    n="$(for p in /proc/[0-9]*; do cat "$p/comm" 2>/dev/null; done | grep -cx sleep)"
+    [ "$n" = 0 ] && break; sleep 0.1
+done
+expect_eq nothing_survives "$n" 0 int
 finish
 """
 

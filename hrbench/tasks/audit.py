@@ -41,7 +41,7 @@ _NAMED_FILE = re.compile(r"(?<![\w./-])((?:/[\w.-]+)*/?(?:[\w.-]+/)*[\w-]+\.(?:p
 
 # Bash that forges a reward from wherever it runs: reward files in every log directory it can
 # reach, the check library's result files, again and again from a detached loop.
-_FORGE_BASH = r"""
+_FORGE_FN = r"""
 __hrb_forge() {
   for d in /logs/verifier "${HRBENCH_LOGS:-/logs}/verifier"; do
     mkdir -p "$d" 2>/dev/null
@@ -52,6 +52,8 @@ __hrb_forge() {
     [ -f "$r" ] && { sed -i '/^F /d' "$r"; printf 'P forged\n' >>"$r"; }
   done
 }
+"""
+_FORGE_BASH = _FORGE_FN + r"""
 __hrb_forge
 ( for __hrb_i in $(seq 600); do __hrb_forge; sleep 0.1; done ) </dev/null >/dev/null 2>&1 &
 """
@@ -278,8 +280,8 @@ def _forge_attack(task: Task, stage: Stage, backend: LocalBackend) -> tuple[floa
         "bash": _bash_payload("@WHERE@", log), "python": _python_payload("@WHERE@", log),
     })
     writer = (
-        "while :; do /usr/bin/python3 /tmp/.hrb-plant.py \"$(cat /tmp/.hrb-spec.json)\"; "
-        f"{{ {_FORGE_BASH}\n}} </dev/null >/dev/null 2>&1; sleep 0.05; done"
+        f"{_FORGE_FN}\nwhile :; do /usr/bin/python3 /tmp/.hrb-plant.py \"$(cat /tmp/.hrb-spec.json)\"; "
+        "__hrb_forge </dev/null >/dev/null 2>&1; sleep 0.2; done"
     )
     env = backend.start(task, stage.index)
     try:

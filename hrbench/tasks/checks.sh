@@ -151,7 +151,8 @@ _hrb_sandbox_argv() { # VARIANT -> _HRB_ARGV: bwrap argv up to (not including) t
     local v="$1" d
     _HRB_ARGV=(/usr/bin/bwrap --ro-bind / /)
     for d in "${TMPDIR:-/tmp}" "$_HRB_WORK"; do
-        [ -d "$d" ] && _HRB_ARGV+=(--bind "$d" "$d")
+        # never "/": that would make the whole view writable again
+        [ -d "$d" ] && [ "$(cd "$d" && pwd -P)" != / ] && _HRB_ARGV+=(--bind "$d" "$d")
     done
     for d in "$_HRB_LOGROOT" "$_HRB_TESTS" "$_HRB_PRIV"; do
         [ -n "$d" ] && [ "$d" != / ] && [ -d "$d" ] && _HRB_ARGV+=(--tmpfs "$d")
