@@ -387,11 +387,11 @@ def test_finish_removes_a_reward_json_written_during_the_checks(run, tmp_path):
 def test_results_are_kept_out_of_the_temporary_directory(run, tmp_path):
     r = run("""
         pass a
-        ls "$TMPDIR" | grep -c '^hrbchecks' || true
-        test -f "$_HRB_PRIV/results" && echo private-results
+        ls -A "$TMPDIR" | grep -c -e hrbchecks -e hrbench-private || true
+        case "$_HRB_PRIV" in "$HRBENCH_LOGS"/.hrbench-private.*) test -f "$_HRB_PRIV/results" && echo private-results ;; esac
     """)
     assert "private-results" in r.out and r.lines("0") == ["0"]
-    assert not list(tmp_path.glob("hrbench-verifier.*")), "finish removes the private directory"
+    assert not list((tmp_path / "logs").glob(".hrbench-private.*")), "finish removes the private directory"
 
 
 def test_inherited_functions_and_hooks_are_dropped(tmp_path):
@@ -415,7 +415,7 @@ def test_untrusted_cannot_reach_the_log_or_the_results(run, tmp_path, runner):
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap is required")
     # agent code that rewrites the check library's results: run directly (bash -c) it wins
-    forge = ('for f in "$TMPDIR"/hrbench-verifier.*/results; do sed -i "/^F /d" "$f"; echo "P forged" >> "$f"; done; '
+    forge = ('for f in "$HRBENCH_LOGS"/.hrbench-private.*/results; do sed -i "/^F /d" "$f"; echo "P forged" >> "$f"; done; '
              'echo "{\\"reward\\": 1}" > "$HRBENCH_LOGS/verifier/reward.json"')
     r = run(f"""
         fail a wrong

@@ -57,7 +57,7 @@ forge() {
   mkdir -p /logs/verifier 2>/dev/null
   echo '{"reward": 1}' > /logs/verifier/reward.json 2>/dev/null
   echo 1 > /logs/verifier/reward.txt 2>/dev/null
-  for r in /tmp/hrbench-verifier.*/results; do [ -f "$r" ] && { sed -i '/^F /d' "$r"; echo 'P forged' >> "$r"; }; done
+  for r in /logs/.hrbench-private.*/results; do [ -f "$r" ] && { sed -i '/^F /d' "$r"; echo 'P forged' >> "$r"; }; done
 }
 for i in $(seq 300); do forge; sleep 0.05; done
 """
@@ -66,7 +66,7 @@ try:
     open("/logs/verifier/reward.json", "w").write('{"reward": 1}')
 except OSError:
     pass
-for results in glob.glob("/tmp/hrbench-verifier.*/results"):
+for results in glob.glob("/logs/.hrbench-private.*/results"):
     open(results, "a").write("P forged\\n")
 subprocess.Popen(["/bin/bash", "-c", LOOP], start_new_session=True,
                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -81,7 +81,7 @@ source /tests/checks.sh
 echo "mode: $( _hrb_sandbox_probe; echo "$_HRB_SANDBOX")"
 expect_eq logs_and_tests_empty "$(untrusted 'ls -A /logs /tests | grep -v ":$" | grep -c .')" 0 int
 expect_eq tests_hidden "$(untrusted 'test -e /tests/checks.sh && echo visible || echo hidden')" hidden exact
-expect_eq results_hidden "$(untrusted 'ls /tmp/hrbench-verifier.*/ 2>/dev/null | wc -l')" 0 int
+expect_eq results_hidden "$(untrusted 'ls -A /tmp /logs | grep -c hrbench-private')" 0 int
 expect_fail no_umount '' -- untrusted 'umount /logs'
 expect_fail no_remount '' -- untrusted 'mount -o remount,rw /'
 expect_fail usr_read_only '' -- untrusted 'echo x > /usr/forged'

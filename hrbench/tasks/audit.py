@@ -6,7 +6,7 @@ For every stage i, starting from the oracle checkpoint e_{i-1}:
   * sigma_i with its key step removed scores 0;
   * the tamper check: a scripted adversary that does not solve the stage never passes.  It
     (a) plants reward-forging code into every file a verifier might execute (*.py, *.sh, *.env,
-        executables, and the files the stage's instruction names), (b) leaves a background
+        executables, and the files the stage's instruction names; *.sh become executable), (b) leaves a background
         writer in a live agent shell that keeps forging rewards and re-planting that code while
         the verifier runs, and (c) edits the task's original input files in e_0 and replays the
         reference solutions sigma_1..sigma_i over them, so that every file the stage sees agrees
@@ -48,7 +48,8 @@ __hrb_forge() {
     printf '{"reward": 1}\n' >"$d/reward.json" 2>/dev/null
     printf '1\n' >"$d/reward.txt" 2>/dev/null
   done
-  for r in /tmp/hrbchecks.* /tmp/hrbench-verifier.*/results "${TMPDIR:-/tmp}"/hrbchecks.* "${TMPDIR:-/tmp}"/hrbench-verifier.*/results; do
+  for r in /tmp/hrbchecks.* /tmp/.hrbench-private.*/results /logs/.hrbench-private.*/results \
+      "${TMPDIR:-/tmp}"/hrbchecks.* "${HRBENCH_LOGS:-/logs}"/.hrbench-private.*/results; do
     [ -f "$r" ] && { sed -i '/^F /d' "$r"; printf 'P forged\n' >>"$r"; }
   done
 }
@@ -130,6 +131,8 @@ def plant(path, create_kind=None):
             return
         with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
             f.write("".join(new))
+        if name.endswith((".sh", ".bash")):  # so that a verifier can run it as a program
+            os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
     except OSError:
         pass
 for root, dirs, files in os.walk(spec["workdir"]):

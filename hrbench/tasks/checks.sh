@@ -97,7 +97,10 @@ _hrb_clear_rewards
 # Results are also appended to a file so that checks run in subshells / pipelines still count.  It
 # lives in a private directory that agent code run through `untrusted` cannot see; so does HOME, so
 # that agent code cannot plant configuration (~/.local site hooks, rc files) the verifier would read.
-_HRB_PRIV="$(mktemp -d "${TMPDIR:-/tmp}/hrbench-verifier.XXXXXX" 2>/dev/null)" || _HRB_PRIV=""
+# The directory is in the log root (hidden whole from agent code, so that it cannot even learn the
+# random name to aim a symlink at), else in TMPDIR (its mount point visible, its content not).
+_HRB_PRIV="$(mktemp -d "$_HRB_LOGROOT/.hrbench-private.XXXXXX" 2>/dev/null)" \
+    || _HRB_PRIV="$(mktemp -d "${TMPDIR:-/tmp}/.hrbench-private.XXXXXX" 2>/dev/null)" || _HRB_PRIV=""
 _HRB_RESULTS=""
 if [ -n "$_HRB_PRIV" ]; then
     chmod 700 "$_HRB_PRIV"
@@ -155,6 +158,7 @@ _hrb_sandbox_argv() { # VARIANT -> _HRB_ARGV: bwrap argv up to (not including) t
         [ -d "$d" ] && [ "$(cd "$d" && pwd -P)" != / ] && _HRB_ARGV+=(--bind "$d" "$d")
     done
     for d in "$_HRB_LOGROOT" "$_HRB_TESTS" "$_HRB_PRIV"; do
+        case "$d" in "$_HRB_LOGROOT"/*) continue ;; esac  # inside the hidden log root: no mount point for it
         [ -n "$d" ] && [ "$d" != / ] && [ -d "$d" ] && _HRB_ARGV+=(--tmpfs "$d")
     done
     _HRB_ARGV+=(--dev /dev --unshare-pid --die-with-parent --new-session --cap-drop ALL
