@@ -174,12 +174,17 @@ _hrb_sandbox_argv() { # VARIANT -> _HRB_ARGV: bwrap argv up to (not including) t
 _hrb_sandbox_probe() { # sets _HRB_SANDBOX to the first variant that starts, or "none"
     local v
     [ -n "$_HRB_SANDBOX" ] && return 0
+    # `untrusted` mostly runs in $(...) subshells: the answer is kept in the private directory
+    if [ -n "$_HRB_PRIV" ] && [ -s "$_HRB_PRIV/sandbox" ]; then _HRB_SANDBOX="$(cat "$_HRB_PRIV/sandbox")"; return 0; fi
     _HRB_SANDBOX=none
-    [ -x /usr/bin/bwrap ] || return 0
-    for v in plain userns userns-noproc; do
-        _hrb_sandbox_argv "$v"
-        if "${_HRB_ARGV[@]}" /bin/true </dev/null >/dev/null 2>&1; then _HRB_SANDBOX="$v"; return 0; fi
-    done
+    if [ -x /usr/bin/bwrap ]; then
+        for v in plain userns userns-noproc; do
+            _hrb_sandbox_argv "$v"
+            if "${_HRB_ARGV[@]}" /bin/true </dev/null >/dev/null 2>&1; then _HRB_SANDBOX="$v"; break; fi
+        done
+    fi
+    [ -n "$_HRB_PRIV" ] && printf '%s\n' "$_HRB_SANDBOX" >"$_HRB_PRIV/sandbox"
+    return 0
 }
 
 untrusted() { # CMD... -> run agent code without access to the reward, the tests or the results
