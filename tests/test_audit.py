@@ -31,22 +31,13 @@ def test_verifier_that_passes_without_work_is_caught(tiny_task_copy: Path, tmp_p
     assert rows["make"].ok and rows["double"].ok
 
 
-def test_verifier_that_trusts_workspace_inputs_fails_the_tamper_check(tiny_task_copy: Path, tmp_path: Path):
-    # the expected value is computed from the workspace's seed.txt, which the agent may edit
+def test_tamper_check_names_each_cause(tiny_task_copy: Path, tmp_path: Path):
+    """One audit, two broken stages: `make` trusts the workspace's seed.txt (tamper c), `double`
+    runs the agent's script directly (tamper a/b)."""
     (tiny_task_copy / "steps" / "make" / "tests" / "test.sh").write_text(
         "mkdir -p /logs/verifier\n"
         'if [ "$(cat /app/a.txt 2>/dev/null)" = "$(( $(cat /app/seed.txt) + 1 ))" ]; then echo 1; else echo 0; fi'
         " > /logs/verifier/reward.txt\n")
-    rows = {r.stage: r for r in audit_task(load_task(tiny_task_copy), LocalBackend(tmp_path))}
-    make = rows["make"]
-    assert not make.ok and make.reference_reward == 1 and make.nothing_reward == 0 and make.forged_reward == 0
-    assert make.edited_inputs_reward == 1
-    assert "tamper (c): after editing the original inputs (seed.txt)" in make.problem
-    assert "computes expected answers from workspace files" in make.problem and "verifier output:" in make.problem
-    assert rows["double"].ok and rows["report"].ok
-
-
-def test_verifier_that_runs_agent_code_directly_fails_the_tamper_check(tiny_task_copy: Path, tmp_path: Path):
     (tiny_task_copy / "steps" / "double" / "instruction.md").write_text(
         "Write /app/double.sh that prints twice the number in a.txt, and run it into /app/b.txt.\n")
     (tiny_task_copy / "steps" / "double" / "solution" / "solve.sh").write_text(
@@ -56,10 +47,15 @@ def test_verifier_that_runs_agent_code_directly_fails_the_tamper_check(tiny_task
         "source /tests/checks.sh\nexpect_eq b \"$(cat /app/b.txt 2>/dev/null)\" 8 int\n"
         "expect_eq script \"$(bash /app/double.sh)\" 8 int\nfinish\n")
     rows = {r.stage: r for r in audit_task(load_task(tiny_task_copy), LocalBackend(tmp_path))}
-    double = rows["double"]
+    make, double = rows["make"], rows["double"]
+    assert make.reference_reward == 1 and make.nothing_reward == 0 and make.forged_reward == 0
+    assert not make.ok and make.edited_inputs_reward == 1
+    assert "tamper (c): after editing the original inputs (seed.txt)" in make.problem
+    assert "computes expected answers from workspace files" in make.problem and "verifier output:" in make.problem
     assert double.reference_reward == 1 and double.nothing_reward == 0 and double.key_removed_reward == 0
     assert not double.ok and double.forged_reward is not None
     assert "the verifier ran agent code directly (/app/double.sh)" in double.problem
+    assert rows["report"].ok
 
 
 def test_key_step_that_does_not_matter_is_caught(tiny_task_copy: Path, tmp_path: Path):
