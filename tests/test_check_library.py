@@ -405,7 +405,8 @@ def test_inherited_functions_and_hooks_are_dropped(tmp_path):
     (tmp_path / "evil.sh").write_text("pass forged_by_bash_env\n")
     (tmp_path / "grep").write_text("#!/bin/sh\necho forged\n")
     (tmp_path / "grep").chmod(0o755)
-    proc = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
     assert "path=/usr/bin:/bin:/usr/sbin:/sbin bash_env=unset" in proc.stdout
     assert "PASS g" in proc.stdout and "forged" not in proc.stdout
 

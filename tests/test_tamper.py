@@ -267,7 +267,7 @@ def _unprivileged_probe(tmp_path: Path) -> None:
              "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-all", "--die-with-parent",
              "--new-session", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
              "--chdir", "/app", "/bin/bash", "/tests/test.sh"]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     print(proc.stdout, proc.stderr)
     assert "mode: plain" in proc.stdout or "mode: userns" in proc.stdout
     assert "FAIL" not in proc.stdout and "-> reward 1" in proc.stdout, proc.stdout + proc.stderr
@@ -299,7 +299,7 @@ def test_builtin_verifiers_run_agent_code_only_through_untrusted(task_name: str)
                 at = code.find(runner)
                 while at != -1:
                     rest = code[at + len(runner):]
-                    if any(rest.startswith(p) or rest.startswith(f'"{p}') for p in agent_programs):
+                    if any(rest.startswith((p, f'"{p}')) for p in agent_programs):
                         assert code[:at].rstrip().endswith(("untrusted", "untrusted '", 'untrusted "')) \
                             or "untrusted" in code[:at], f"{test_sh}:{number} runs agent code directly: {line}"
                     at = code.find(runner, at + 1)
