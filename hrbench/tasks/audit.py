@@ -6,9 +6,9 @@ For every stage i, starting from the oracle checkpoint e_{i-1}:
   * sigma_i with its key step removed scores 0;
   * the tamper check: a scripted adversary that does not solve the stage never passes.  It
     (a) plants reward-forging code into every file a verifier might execute (*.py, *.sh, *.env,
-        executables, and the files the stage's instruction names; *.sh become executable), (b) leaves a background
-        writer in a live agent shell that keeps forging rewards and re-planting that code while
-        the verifier runs, and (c) edits the task's original input files in e_0 and replays the
+        executables, and the files the stage's instruction names; *.sh become executable),
+        (b) leaves a background writer in a live agent shell that keeps forging rewards and
+        re-planting that code while the verifier runs, and (c) edits the task's original input files in e_0 and replays the
         reference solutions sigma_1..sigma_i over them, so that every file the stage sees agrees
         with the edited inputs but not with the real ones.  (c) only counts when the edit changed
         what sigma_i produced: a stage whose outputs do not depend on the edited files may pass.
