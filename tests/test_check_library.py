@@ -360,3 +360,72 @@ def test_table_extension_shares_one_parse(run, tmp_path):
         expect_eq c "$(printf '%s\\n' "$T" | rows - id)" 3 int
     """)
     assert r.lines("FAIL") == [], r.out
+
+
+# ------------------------------------------------------------------ verifier integrity
+def test_every_stale_reward_file_is_removed_when_sourced(run, tmp_path):
+    logs = tmp_path / "logs" / "verifier"
+    logs.mkdir(parents=True)
+    for name in ("reward.txt", "reward.json", ".hidden", "extra.json"):
+        (logs / name).write_text('{"reward": 1}\n')
+    (logs / "sub").mkdir()
+    r = run("pass a\nexit 0\n", finish=False)
+    assert r.reward is None and sorted(p.name for p in logs.iterdir()) == []
+
+
+def test_finish_removes_a_reward_json_written_during_the_checks(run, tmp_path):
+    # code the verifier ran wrote a reward.json, which the harness would prefer over reward.txt
+    r = run("""
+        fail a wrong
+        echo '{"reward": 1}' > "$HRBENCH_LOGS/verifier/reward.json"
+        touch "$HRBENCH_LOGS/verifier/other"
+    """)
+    assert r.reward == "0"
+    assert sorted(p.name for p in (tmp_path / "logs" / "verifier").iterdir()) == ["reward.txt"]
+
+
+def test_results_are_kept_out_of_the_temporary_directory(run, tmp_path):
+    r = run("""
+        pass a
+        ls -A "$TMPDIR" | grep -c -e hrbchecks -e hrbench-private || true
+        case "$_HRB_PRIV" in "$HRBENCH_LOGS"/.hrbench-private.*) test -f "$_HRB_PRIV/results" && echo private-results ;; esac
+    """)
+    assert "private-results" in r.out and r.lines("0") == ["0"]
+    assert not list((tmp_path / "logs").glob(".hrbench-private.*")), "finish removes the private directory"
+
+
+def test_inherited_functions_and_hooks_are_dropped(tmp_path):
+    logs = tmp_path / "logs"
+    script = tmp_path / "test.sh"
+    script.write_text(f"source {CHECKS}\nexpect_out g '^hi$' -- 'echo hi | grep hi'\n"
+                      "echo \"path=$PATH bash_env=${BASH_ENV:-unset}\"\nfinish\n")
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path),
+           "HRBENCH_LOGS": str(logs), "BASH_ENV": str(tmp_path / "evil.sh"),
+           "BASH_FUNC_grep%%": "() { echo forged; return 0; }"}
+    (tmp_path / "evil.sh").write_text("pass forged_by_bash_env\n")
+    (tmp_path / "grep").write_text("#!/bin/sh\necho forged\n")
+    (tmp_path / "grep").chmod(0o755)
+    proc = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert "path=/usr/bin:/bin:/usr/sbin:/sbin bash_env=unset" in proc.stdout
+    assert "PASS g" in proc.stdout and "forged" not in proc.stdout
+
+
+@pytest.mark.parametrize("runner", ["untrusted", "bash -c"])
+def test_untrusted_cannot_reach_the_log_or_the_results(run, tmp_path, runner):
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is required")
+    # agent code that rewrites the check library's results: run directly (bash -c) it wins
+    forge = ('for f in "$HRBENCH_LOGS"/.hrbench-private.*/results; do sed -i "/^F /d" "$f"; echo "P forged" >> "$f"; done; '
+             'echo "{\\"reward\\": 1}" > "$HRBENCH_LOGS/verifier/reward.json"')
+    r = run(f"""
+        fail a wrong
+        {runner} '{forge}'
+        expect_ok runs -- {runner} 'echo inside > "$TMPDIR/shared.txt"'
+        expect_eq shared "$(cat "$TMPDIR/shared.txt")" inside exact
+    """)
+    if runner == "untrusted":
+        assert r.reward == "0" and "checks: 2 passed, 1 failed -> reward 0" in r.out, r.out
+    else:
+        assert r.reward == "1" and "checks: 3 passed, 0 failed -> reward 1" in r.out, r.out
+    assert sorted(p.name for p in (tmp_path / "logs" / "verifier").iterdir()) == ["reward.txt"]

@@ -14,9 +14,11 @@
 #                                               an interpreter such as python3 / bash / env / timeout)
 #   expect_proc_arg NAME PROGRAM ARG...         such a process has every ARG on its command line
 #   pass NAME  /  fail NAME REASON              record a result the script decides itself
-#   finish                                      MUST be the last line of test.sh: writes
-#                                               ${HRBENCH_LOGS:-/logs}/verifier/reward.txt = 1 iff at
-#                                               least one check ran and every check passed, else 0
+#   finish                                      MUST be the last line of test.sh: empties
+#                                               ${HRBENCH_LOGS:-/logs}/verifier, then writes reward.txt
+#                                               = 1 iff at least one check ran and every check passed
+#   untrusted CMD...                            run code the agent wrote (see "Agent code" below); also
+#                                               as the first word after `--`: expect_ok n -- untrusted ...
 # Readers (print a value on stdout; print nothing and return 1 when it is missing):
 #   field FILE KEY                              value of KEY in a `name: value` / `name=value` file
 #                                               (INI sections allowed: KEY or SECTION.KEY) or JSON
@@ -49,15 +51,63 @@
 #
 # No `set -e` here: a failing check never aborts the script.  A script that stops before its last
 # line (`finish`) leaves no reward, which hrbench scores as 0.
+#
+# Agent code (verifier integrity, docs/tasks-verifiers.md).  Anything the agent wrote or could have
+# edited -- a script, a program, a file that is sourced -- runs ONLY through `untrusted`, never
+# directly: the verifier itself can write the reward, so code run by it directly could forge one.
+# `untrusted CMD...` runs CMD in a nested bubblewrap sandbox whose whole root is a read-only view of
+# the verifier's, except the workspace (the cwd at `source` time, or HRBENCH_WORKDIR) and TMPDIR
+# (/tmp), which stay writable so that CMD can read and write the files the verifier prepares.  The
+# log directory, the tests directory and this library's private directory (check results, HOME)
+# are hidden under empty tmpfs mounts; CMD gets its own pid namespace (it cannot see or signal the
+# verifier, and nothing it starts survives it: --unshare-pid --die-with-parent), no capabilities
+# (--cap-drop ALL) and a new session, with a fresh /proc.  Variants, the first that starts wins:
+# plain (bwrap itself adds a user namespace when the verifier is unprivileged), then an explicit
+# --unshare-user, then --unshare-user with an empty /proc (for kernels that refuse the proc mount).
+# If no nested sandbox can be made, CMD is not run at all and `untrusted` fails (exit 126): agent
+# code never runs unconfined.
+# Files under /tmp may be rewritten by agent code: compute expected values from /tests (pristine
+# copies of the task's inputs, or precomputed values) before or independently of running it.
+#
+# The verifier's own environment is not trusted either: PATH is fixed, shell functions imported
+# from the environment are dropped and interpreter hooks (BASH_ENV, PYTHONPATH, LD_PRELOAD, ...)
+# are unset when this library is sourced.
+
+# Nothing inherited may redefine what the checks run.
+for _hrb_f in $(compgen -A function); do unset -f "$_hrb_f"; done
+unset _hrb_f BASH_ENV ENV CDPATH GLOBIGNORE PYTHONPATH PYTHONHOME PYTHONSTARTUP PYTHONUSERBASE \
+    PYTHONINSPECT LD_PRELOAD LD_LIBRARY_PATH LD_AUDIT PERL5LIB PERL5OPT RUBYOPT NODE_OPTIONS TAR_OPTIONS
+unalias -a 2>/dev/null
+export PATH=/usr/bin:/bin:/usr/sbin:/sbin PYTHONNOUSERSITE=1 PYTHONSAFEPATH=1
 
 _HRB_NPASS=0
 _HRB_NFAIL=0
 _HRB_TIMEOUT="${HRBENCH_CHECK_TIMEOUT:-120}"
-_HRB_LOGDIR="${HRBENCH_LOGS:-/logs}/verifier"
+_HRB_LOGROOT="${HRBENCH_LOGS:-/logs}"
+_HRB_LOGDIR="$_HRB_LOGROOT/verifier"
+_HRB_TESTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
+_HRB_WORK="${HRBENCH_WORKDIR:-$PWD}"
+
+_hrb_clear_rewards() { # empty the log directory: no reward file survives from before
+    mkdir -p "$_HRB_LOGDIR" 2>/dev/null
+    find "$_HRB_LOGDIR" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + 2>/dev/null
+}
 # A stale reward from an earlier run must never survive a script that stops early.
-rm -f "$_HRB_LOGDIR/reward.txt" 2>/dev/null
-# Results are also appended to a file so that checks run in subshells / pipelines still count.
-_HRB_RESULTS="$(mktemp "${TMPDIR:-/tmp}/hrbchecks.XXXXXX" 2>/dev/null)" || _HRB_RESULTS=""
+_hrb_clear_rewards
+# Results are also appended to a file so that checks run in subshells / pipelines still count.  It
+# lives in a private directory that agent code run through `untrusted` cannot see; so does HOME, so
+# that agent code cannot plant configuration (~/.local site hooks, rc files) the verifier would read.
+# The directory is in the log root (hidden whole from agent code, so that it cannot even learn the
+# random name to aim a symlink at), else in TMPDIR (its mount point visible, its content not).
+_HRB_PRIV="$(mktemp -d "$_HRB_LOGROOT/.hrbench-private.XXXXXX" 2>/dev/null)" \
+    || _HRB_PRIV="$(mktemp -d "${TMPDIR:-/tmp}/.hrbench-private.XXXXXX" 2>/dev/null)" || _HRB_PRIV=""
+_HRB_RESULTS=""
+if [ -n "$_HRB_PRIV" ]; then
+    chmod 700 "$_HRB_PRIV"
+    _HRB_RESULTS="$_HRB_PRIV/results"
+    : >"$_HRB_RESULTS"
+    mkdir -p "$_HRB_PRIV/home" && export HOME="$_HRB_PRIV/home"
+fi
 
 _hrb_short() { # one line, at most 200 chars
     local s="${1//$'\n'/ | }"
@@ -88,16 +138,77 @@ finish() {
         rm -f "$_HRB_RESULTS"
     fi
     if [ "$np" -ge 1 ] && [ "$nf" -eq 0 ]; then reward=1; fi
-    mkdir -p "$_HRB_LOGDIR" 2>/dev/null
-    printf '%s\n' "$reward" >"$_HRB_LOGDIR/reward.txt"
+    [ -n "$_HRB_PRIV" ] && rm -rf -- "$_HRB_PRIV"
+    # Written last, after removing every other file (a reward.json would take precedence), and
+    # renamed into place so that a reader never sees half a file.
+    _hrb_clear_rewards
+    printf '%s\n' "$reward" >"$_HRB_LOGDIR/.reward.tmp" && mv -f "$_HRB_LOGDIR/.reward.tmp" "$_HRB_LOGDIR/reward.txt"
     printf 'checks: %s passed, %s failed -> reward %s\n' "$np" "$nf" "$reward"
     return 0
+}
+
+# ---------------------------------------------------------------- agent code
+_HRB_SANDBOX=""   # the nested-sandbox variant that works here (probed once): plain | userns | userns-noproc
+
+_hrb_sandbox_argv() { # VARIANT -> _HRB_ARGV: bwrap argv up to (not including) the command
+    local v="$1" d
+    _HRB_ARGV=(/usr/bin/bwrap --ro-bind / /)
+    for d in "${TMPDIR:-/tmp}" "$_HRB_WORK"; do
+        # never "/": that would make the whole view writable again
+        [ -d "$d" ] && [ "$(cd "$d" && pwd -P)" != / ] && _HRB_ARGV+=(--bind "$d" "$d")
+    done
+    for d in "$_HRB_LOGROOT" "$_HRB_TESTS" "$_HRB_PRIV"; do
+        case "$d" in "$_HRB_LOGROOT"/*) continue ;; esac  # inside the hidden log root: no mount point for it
+        [ -n "$d" ] && [ "$d" != / ] && [ -d "$d" ] && _HRB_ARGV+=(--tmpfs "$d")
+    done
+    _HRB_ARGV+=(--dev /dev --unshare-pid --die-with-parent --new-session --cap-drop ALL
+        --setenv HOME "${TMPDIR:-/tmp}" --unsetenv PYTHONSAFEPATH --unsetenv PYTHONNOUSERSITE)
+    case "$v" in
+        plain) _HRB_ARGV+=(--proc /proc) ;;
+        userns) _HRB_ARGV+=(--unshare-user --proc /proc) ;;
+        userns-noproc) _HRB_ARGV+=(--unshare-user --tmpfs /proc) ;;
+    esac
+    _HRB_ARGV+=(--)
+}
+
+_hrb_sandbox_probe() { # sets _HRB_SANDBOX to the first variant that starts, or "none"
+    local v
+    [ -n "$_HRB_SANDBOX" ] && return 0
+    # `untrusted` mostly runs in $(...) subshells: the answer is kept in the private directory
+    if [ -n "$_HRB_PRIV" ] && [ -s "$_HRB_PRIV/sandbox" ]; then _HRB_SANDBOX="$(cat "$_HRB_PRIV/sandbox")"; return 0; fi
+    _HRB_SANDBOX=none
+    if [ -x /usr/bin/bwrap ]; then
+        for v in plain userns userns-noproc; do
+            _hrb_sandbox_argv "$v"
+            if "${_HRB_ARGV[@]}" /bin/true </dev/null >/dev/null 2>&1; then _HRB_SANDBOX="$v"; break; fi
+        done
+    fi
+    [ -n "$_HRB_PRIV" ] && printf '%s\n' "$_HRB_SANDBOX" >"$_HRB_PRIV/sandbox"
+    return 0
+}
+
+untrusted() { # CMD... -> run agent code without access to the reward, the tests or the results
+    [ $# -eq 0 ] && { echo "untrusted: no command given" >&2; return 127; }
+    [ $# -eq 1 ] && set -- /bin/bash -c "$1"
+    _hrb_sandbox_probe
+    if [ "$_HRB_SANDBOX" = none ]; then
+        echo "untrusted: cannot start a nested bubblewrap sandbox (/usr/bin/bwrap); agent code not run" >&2
+        return 126
+    fi
+    _hrb_sandbox_argv "$_HRB_SANDBOX"
+    /usr/bin/timeout -k 5 "$_HRB_TIMEOUT" "${_HRB_ARGV[@]}" "$@"
 }
 
 # ---------------------------------------------------------------- running commands
 _hrb_run() { # CMD... -> sets _HRB_OUT (stdout+stderr) and _HRB_RC
     [ "$1" = "--" ] && shift
     if [ $# -eq 0 ]; then _HRB_OUT="no command given"; _HRB_RC=127; return; fi
+    if [ "$1" = untrusted ]; then
+        shift
+        _HRB_OUT="$(untrusted "$@" </dev/null 2>&1)"
+        _HRB_RC=$?
+        return
+    fi
     if [ $# -eq 1 ]; then set -- bash -c "$1"; fi
     _HRB_OUT="$(timeout -k 5 "$_HRB_TIMEOUT" "$@" </dev/null 2>&1)"
     _HRB_RC=$?

@@ -1,7 +1,9 @@
-# Expected expenses from the bank export and rules: prints `day|category|cents|note` lines.
+# Expected expenses from a bank export and a rules file: prints `day|category|cents|note` lines.
+# Both default to the pristine copies shipped with the tests (never the workspace's).
 import csv, json, sys
-rules = json.load(open(sys.argv[2] if len(sys.argv) > 2 else "/app/inbox/rules.json"))
-for r in csv.DictReader(open(sys.argv[1], newline=""), delimiter=";"):
+export = sys.argv[1] if len(sys.argv) > 1 else "/tests/pristine/inbox/bank_export.csv"
+rules = json.load(open(sys.argv[2] if len(sys.argv) > 2 else "/tests/pristine/inbox/rules.json"))
+for r in csv.DictReader(open(export, newline=""), delimiter=";"):
     a = r["Amount"].strip().replace(",", ".")
     neg = a.startswith("-")
     units, _, frac = a.lstrip("-+").partition(".")

@@ -1,4 +1,4 @@
-# Reference: reads /app/config/weights.ini then raw/{math,physics,chemistry}.csv
+# Reference: reads weights.ini then the pristine raw/{math,physics,chemistry}.csv
 # prints id,name,math,physics,chemistry,weighted,letter sorted by id
 function trim(s) { gsub(/^[ \t]+|[ \t]+$/, "", s); return s }
 FILENAME ~ /weights\.ini$/ {

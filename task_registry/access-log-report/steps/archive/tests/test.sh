@@ -10,6 +10,6 @@ expect_eq sums_cover "$(awk '{ print $2 }' /tmp/x/report/SHA256SUMS 2>/dev/null 
 expect_ok counts_match -- cmp /tmp/x/report/status_counts.txt /app/work/status_counts.txt
 expect_ok top_match -- cmp /tmp/x/report/top_paths.csv /app/work/top_paths.csv
 # the shipped numbers are the real ones
-EXP="$({ gzip -dc /app/logs/access.log.1.gz; cat /app/logs/access.log; } | awk -f /tests/parse.awk)"
+EXP="$({ gzip -dc /tests/pristine/logs/access.log.1.gz; cat /tests/pristine/logs/access.log; } | awk -f /tests/parse.awk)"
 expect_eq shipped_total "$(field /tmp/x/report/status_counts.txt total)" "$(printf '%s\n' "$EXP" | grep -c .)" int
 finish

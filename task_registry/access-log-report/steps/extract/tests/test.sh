@@ -1,7 +1,7 @@
 #!/bin/bash
 source /tests/checks.sh
 F=/app/work/requests.tsv
-EXP="$({ gzip -dc /app/logs/access.log.1.gz; cat /app/logs/access.log; } | awk -f /tests/parse.awk | LC_ALL=C sort -s -t "$(printf '\t')" -k1,1)"
+EXP="$({ gzip -dc /tests/pristine/logs/access.log.1.gz; cat /tests/pristine/logs/access.log; } | awk -f /tests/parse.awk | LC_ALL=C sort -s -t "$(printf '\t')" -k1,1)"
 expect_file requests_file "$F"
 expect_eq header "$(head -n 1 "$F" 2>/dev/null | tr '\t' ' ')" "ts ip method path status bytes" exact
 expect_eq row_count "$(rows "$F" ts)" "$(printf '%s\n' "$EXP" | grep -c .)" int

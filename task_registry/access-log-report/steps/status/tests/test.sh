@@ -1,7 +1,7 @@
 #!/bin/bash
 source /tests/checks.sh
 F=/app/work/status_counts.txt
-EXP="$({ gzip -dc /app/logs/access.log.1.gz; cat /app/logs/access.log; } | awk -f /tests/parse.awk)"
+EXP="$({ gzip -dc /tests/pristine/logs/access.log.1.gz; cat /tests/pristine/logs/access.log; } | awk -f /tests/parse.awk)"
 cnt() { printf '%s\n' "$EXP" | awk -F'\t' -v c="$1" 'substr($5, 1, 1) == c' | grep -c .; }
 TOTAL="$(printf '%s\n' "$EXP" | grep -c .)"
 expect_file counts_file "$F"

@@ -1,7 +1,7 @@
 #!/bin/bash
 source /tests/checks.sh
 F=/app/work/top_paths.csv
-EXP="$({ gzip -dc /app/logs/access.log.1.gz; cat /app/logs/access.log; } | awk -f /tests/parse.awk \
+EXP="$({ gzip -dc /tests/pristine/logs/access.log.1.gz; cat /tests/pristine/logs/access.log; } | awk -f /tests/parse.awk \
   | awk -F'\t' '{ h[$4]++; if ($5 >= 400) e[$4]++; b[$4] += $6 } END { for (p in h) printf "%s,%d,%d,%d\n", p, h[p], e[p], b[p] }' \
   | LC_ALL=C sort -t, -k2,2nr -k1,1 | head -n 5)"
 expect_file top_file "$F"

@@ -1,7 +1,7 @@
 #!/bin/bash
 source /tests/checks.sh
 F=/app/build/grades.csv
-EXP="$(awk -f /tests/grades.awk /app/config/weights.ini /app/raw/math.csv /app/raw/physics.csv /app/raw/chemistry.csv | LC_ALL=C sort -t, -k1,1)"
+EXP="$(awk -f /tests/grades.awk /tests/pristine/config/weights.ini /tests/pristine/raw/math.csv /tests/pristine/raw/physics.csv /tests/pristine/raw/chemistry.csv | LC_ALL=C sort -t, -k1,1)"
 expect_file grades_file "$F"
 expect_eq header "$(head -n 1 "$F" 2>/dev/null)" "student_id,name,weighted,letter"
 expect_eq student_ids "$(column "$F" student_id)" "$(printf '%s\n' "$EXP" | cut -d, -f1)" seq

@@ -1,7 +1,7 @@
 #!/bin/bash
 source /tests/checks.sh
 F=/app/build/grades.json
-EXP="$(awk -f /tests/grades.awk /app/config/weights.ini /app/raw/math.csv /app/raw/physics.csv /app/raw/chemistry.csv | LC_ALL=C sort -t, -k6,6nr -k1,1)"
+EXP="$(awk -f /tests/grades.awk /tests/pristine/config/weights.ini /tests/pristine/raw/math.csv /tests/pristine/raw/physics.csv /tests/pristine/raw/chemistry.csv | LC_ALL=C sort -t, -k6,6nr -k1,1)"
 expect_file json_file "$F"
 expect_ok valid_json -- python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert isinstance(d, list) and all(isinstance(o["rank"], int) and isinstance(o["weighted"], (int, float)) for o in d)' "$F"
 TABLE="$(table "$F" 2>/dev/null)"

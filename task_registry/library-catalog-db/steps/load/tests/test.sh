@@ -16,11 +16,12 @@ print("returns:", ",".join(f"{r}/{i}/{m}" for r, i, m in c.execute("SELECT retur
 print("titles:", ",".join(t for (t,) in c.execute("SELECT title FROM books")))
 PY
 )"
-LOG=/app/data/loans.log
+# expected values come from the pristine source data shipped with the tests
+LOG=/tests/pristine/data/loans.log
 OPEN="$(awk '$2 == "LOAN" { o[$3 "/" $4]++ } $2 == "RETURN" { o[$3 "/" $4]-- } END { for (k in o) for (i = 0; i < o[k]; i++) print k }' "$LOG")"
-expect_eq book_rows "$(printf '%s\n' "$P" | field - books)" "$(rows /app/data/books.csv isbn)" int
-expect_eq total_copies "$(printf '%s\n' "$P" | field - copies)" "$(awk -F, 'NR > 1 { s += $5 } END { print s }' /app/data/books.csv)" int
-expect_eq titles "$(printf '%s\n' "$P" | field - titles)" "$(column /app/data/books.csv title)" set
+expect_eq book_rows "$(printf '%s\n' "$P" | field - books)" "$(rows /tests/pristine/data/books.csv isbn)" int
+expect_eq total_copies "$(printf '%s\n' "$P" | field - copies)" "$(awk -F, 'NR > 1 { s += $5 } END { print s }' /tests/pristine/data/books.csv)" int
+expect_eq titles "$(printf '%s\n' "$P" | field - titles)" "$(column /tests/pristine/data/books.csv title)" set
 expect_eq loan_rows "$(printf '%s\n' "$P" | field - loans)" "$(grep -c ' LOAN ' "$LOG")" int
 expect_eq open_loans "$(printf '%s\n' "$P" | field - open)" "$(printf '%s\n' "$OPEN" | grep -c .)" int
 expect_eq open_pairs "$(printf '%s\n' "$P" | field - open_pairs)" "$OPEN" set

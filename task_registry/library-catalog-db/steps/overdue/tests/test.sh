@@ -2,12 +2,12 @@
 source /tests/checks.sh
 CLI=/app/libcli.py
 cp /app/library.db /tmp/t.db 2>/dev/null
-# expected report computed from the source data (open loans after the whole log)
+# expected report computed from the pristine source data shipped with the tests (open loans after the whole log)
 EXP="$(python3 - <<'PY'
 import csv, datetime
-title = {r["isbn"]: r["title"] for r in csv.DictReader(open("/app/data/books.csv"))}
+title = {r["isbn"]: r["title"] for r in csv.DictReader(open("/tests/pristine/data/books.csv"))}
 open_loans = []
-for line in open("/app/data/loans.log"):
+for line in open("/tests/pristine/data/loans.log"):
     if not line.strip():
         continue
     day, kind, isbn, member = line.split()
@@ -31,13 +31,13 @@ print("exp2:", report(a1, 25))
 PY
 )"
 ASOF="$(printf '%s\n' "$EXP" | field - asof1)"
-R1="$(python3 "$CLI" --db /tmp/t.db overdue --as-of "$ASOF" 2>&1)"
-R2="$(python3 "$CLI" --db /tmp/t.db overdue --as-of "$ASOF" --days 25 2>&1)"
+R1="$(untrusted python3 "$CLI" --db /tmp/t.db overdue --as-of "$ASOF" 2>&1)"
+R2="$(untrusted python3 "$CLI" --db /tmp/t.db overdue --as-of "$ASOF" --days 25 2>&1)"
 expect_eq header "$(printf '%s\n' "$R1" | head -n 1)" "member,isbn,title,days_out"
 tbl() { printf '%s\n' "$1" | awk -F, 'NR > 1 { printf "%s|%s|%s\n", $1, $2, $NF }'; }
 expect_eq default_days "$(tbl "$R1")" "$(printf '%s\n' "$EXP" | field - exp1 | tr ';' '\n')" seq
 expect_eq days_25 "$(tbl "$R2")" "$(printf '%s\n' "$EXP" | field - exp2 | tr ';' '\n')" seq
 FIRST="$(printf '%s\n' "$R1" | awk -F, 'NR == 2 { print $2 }')"
-expect_eq title_column "$(printf '%s\n' "$R1" | cell - isbn "$FIRST" title)" "$(cell /app/data/books.csv isbn "$FIRST" title)"
-expect_out still_available '^available:[0-9]+$' -- python3 "$CLI" --db /tmp/t.db available "$FIRST"
+expect_eq title_column "$(printf '%s\n' "$R1" | cell - isbn "$FIRST" title)" "$(cell /tests/pristine/data/books.csv isbn "$FIRST" title)"
+expect_out still_available '^available:[0-9]+$' -- untrusted python3 "$CLI" --db /tmp/t.db available "$FIRST"
 finish

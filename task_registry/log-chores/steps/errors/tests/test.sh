@@ -1,6 +1,6 @@
 #!/bin/bash
 source /tests/checks.sh
-EXP="$(awk '$3 == "[ERROR]"' /app/logs/app.log)"
+EXP="$(awk '$3 == "[ERROR]"' /tests/pristine/logs/app.log)"
 expect_file errors_file /app/out/errors.txt
 expect_eq error_lines "$(cat /app/out/errors.txt 2>/dev/null)" "$EXP" exact
 S=/app/out/error_summary.txt

@@ -1,4 +1,4 @@
-# Reference cleaning of /app/data/sales_raw.csv (rules stated in the clean instruction).
+# Reference cleaning of data/sales_raw.csv (rules stated in the clean instruction).
 # Output: order_id,date,region,product_code,qty,unit_price rows, unsorted.
 BEGIN { FS = "," }
 NR == 1 { next }

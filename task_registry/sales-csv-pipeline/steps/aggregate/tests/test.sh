@@ -1,7 +1,7 @@
 #!/bin/bash
 source /tests/checks.sh
 F=/app/out/region_totals.csv
-EXP="$(awk -f /tests/clean.awk /app/data/sales_raw.csv \
+EXP="$(awk -f /tests/clean.awk /tests/pristine/data/sales_raw.csv \
   | awk -F, '{ n[$3]++; r[$3] += $5 * $6 } END { for (k in n) printf "%s,%d,%.2f\n", k, n[k], r[k] }' \
   | sort -t, -k3,3nr)"
 expect_file totals_file "$F"

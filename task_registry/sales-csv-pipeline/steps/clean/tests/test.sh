@@ -1,7 +1,7 @@
 #!/bin/bash
 source /tests/checks.sh
 F=/app/out/sales_clean.csv
-EXP="$(awk -f /tests/clean.awk /app/data/sales_raw.csv | sort -t, -k1,1n)"
+EXP="$(awk -f /tests/clean.awk /tests/pristine/data/sales_raw.csv | sort -t, -k1,1n)"
 expect_file clean_file "$F"
 expect_eq header "$(head -n 1 "$F" 2>/dev/null)" "order_id,date,region,product_code,qty,unit_price"
 expect_eq row_count "$(rows "$F" order_id)" "$(printf '%s\n' "$EXP" | grep -c .)" int

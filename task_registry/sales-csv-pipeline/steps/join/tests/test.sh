@@ -1,10 +1,10 @@
 #!/bin/bash
 source /tests/checks.sh
 F=/app/out/category_totals.csv
-EXP="$(awk -f /tests/clean.awk /app/data/sales_raw.csv \
+EXP="$(awk -f /tests/clean.awk /tests/pristine/data/sales_raw.csv \
   | awk -F, 'FILENAME != "-" { if (FNR > 1) cat[$1] = $3; next }
              { c = ($4 in cat) ? cat[$4] : "unknown"; u[c] += $5; r[c] += $5 * $6 }
-             END { for (k in u) printf "%s,%d,%.2f\n", k, u[k], r[k] }' /app/data/products.csv - \
+             END { for (k in u) printf "%s,%d,%.2f\n", k, u[k], r[k] }' /tests/pristine/data/products.csv - \
   | LC_ALL=C sort -t, -k1,1)"
 expect_file category_file "$F"
 expect_eq header "$(head -n 1 "$F" 2>/dev/null)" "category,units,revenue"

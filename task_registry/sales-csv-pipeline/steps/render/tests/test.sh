@@ -1,11 +1,11 @@
 #!/bin/bash
 source /tests/checks.sh
 F=/app/out/report.md
-CLEAN="$(awk -f /tests/clean.awk /app/data/sales_raw.csv)"
+CLEAN="$(awk -f /tests/clean.awk /tests/pristine/data/sales_raw.csv)"
 EXP="$(printf '%s\n' "$CLEAN" \
   | awk -F, 'FILENAME != "-" { if (FNR > 1) cat[$1] = $3; next }
              { c = ($4 in cat) ? cat[$4] : "unknown"; u[c] += $5; r[c] += $5 * $6 }
-             END { for (k in u) printf "%s,%d,%.2f\n", k, u[k], r[k] }' /app/data/products.csv - \
+             END { for (k in u) printf "%s,%d,%.2f\n", k, u[k], r[k] }' /tests/pristine/data/products.csv - \
   | LC_ALL=C sort -t, -k1,1)"
 TOP="$(printf '%s\n' "$CLEAN" | awk -F, '{ r[$3] += $5 * $6 } END { for (k in r) printf "%s,%.2f\n", k, r[k] }' | sort -t, -k2,2nr | head -n 1 | cut -d, -f1)"
 TOTAL="$(printf '%s\n' "$CLEAN" | awk -F, '{ s += $5 * $6 } END { printf "%.2f", s }')"

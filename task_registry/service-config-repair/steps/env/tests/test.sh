@@ -1,8 +1,9 @@
 #!/bin/bash
 source /tests/checks.sh
 F=/app/etc/worker.env
-expect_no_out sources_cleanly '.' -- env -i bash -c "set -a; . $F"
-show() { env -i bash -c "set -a; . $F >/dev/null 2>&1; printf '%s' \"\$$1\""; }
+# worker.env is agent-edited code: it is only ever sourced inside the nested sandbox
+expect_no_out sources_cleanly '.' -- untrusted env -i bash -c "set -a; . $F"
+show() { untrusted env -i bash -c "set -a; . $F >/dev/null 2>&1; printf '%s' \"\$$1\""; }
 expect_eq concurrency "$(show CONCURRENCY)" 4 exact
 expect_eq queues "$(show QUEUES)" default,mail exact
 expect_eq retry_delay "$(show RETRY_DELAY)" 5 exact
