@@ -1,0 +1,607 @@
+"""The `docker` backend: every trial a container of the task's own image, over the Docker Engine API.
+
+Works against any Docker-compatible API (Docker, or podman's `podman system service`; the
+project tests it on podman, set up by scripts/podman.sh). The image is the task's
+environment/Dockerfile (FROM honoured; a FROM image the engine does not have is replaced by
+the locally built base image, with a warning, because no registry is reachable here). The
+oracle states e_i are images made by `docker commit`, built once per (task, stage) by
+replaying sigma_1..sigma_i from e_0, as the local backend does with directories.
+
+A trial container runs `sleep infinity` as PID 1 with no network (unless the task's
+task.toml sets `[environment] allow_internet = true`), CPU, memory and pids limits, a fresh
+tmpfs /tmp, no-new-privileges, and no host environment. The agent (and every reference
+solution) runs as an unprivileged user (uid 1000, or the image's own non-root USER) that
+owns only the workdir; the verifier runs as root after every agent process is stopped or
+killed, with the stage's tests copied in just for it and removed after. Solutions are
+never in the image: the build context is environment/ only, and solve.sh reaches a
+container only as the command that replays it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import logging
+import os
+import re
+import secrets
+import shlex
+import shutil
+import socket
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+import tomllib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hrbench.envs.base import ExecResult, SandboxError, VerifierResult
+from hrbench.envs.local import CHECK_LIBRARY, SANDBOX_PATH, _read_reward
+from hrbench.envs.shell import PersistentShell
+from hrbench.tasks.model import Stage, Task
+
+if TYPE_CHECKING:
+    import docker
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_IMAGE = "hrbench/debian:bookworm"
+AGENT_USER = "1000:1000"
+LABEL = "org.hrbench.env"
+OUTPUT_LIMIT = 2 * 1024 * 1024  # bytes kept of one exec's output (first and last half)
+REWARD_LIMIT = 1024 * 1024  # larger /logs/verifier archives are not read (the reward counts as 0)
+_ENV = {"PATH": SANDBOX_PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}
+_LONG_COMMAND = 100_000  # longer commands go in as a file (one argv string is capped at 128 KiB)
+
+# Run as root inside the container. `all PIDS..`: SIGSTOP then SIGKILL every live process but
+# PID 1, this script and the PIDS given, until none is left. `tree ROOTS..`: the same for the
+# descendants of ROOTS only (the shell's interrupt). `stop|cont PIDS..`: signal those PIDS.
+# Pure bash over /proc, no subshells in the loop, so it works in any image that has bash.
+_REAPER = r"""
+mode=$1; shift
+case $mode in stop) kill -STOP "$@" 2>/dev/null; exit 0;; cont) kill -CONT "$@" 2>/dev/null; exit 0;; esac
+declare -A keep=([1]=1 [$$]=1) roots=() parent=()
+for p in "$@"; do if [ "$mode" = tree ]; then roots[$p]=1; else keep[$p]=1; fi; done
+scan() {
+  parent=()
+  local d p k v pp st
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}; pp=; st=
+    { while read -r k v; do case $k in PPid:) pp=$v;; State:) st=${v%% *};; esac; done < "$d/status"; } 2>/dev/null
+    [ -n "$pp" ] && [ "$st" != Z ] && [ "$pp" != $$ ] && parent[$p]=$pp
+  done
+}
+for round in $(seq 100); do
+  scan; victims=()
+  for p in "${!parent[@]}"; do
+    [ -n "${keep[$p]:-}" ] && continue
+    if [ "$mode" = tree ]; then
+      q=${parent[$p]}; hit=
+      while [ -n "$q" ] && [ "$q" != 0 ] && [ "$q" != 1 ]; do
+        [ -n "${roots[$q]:-}" ] && { hit=1; break; }
+        q=${parent[$q]:-}
+      done
+      [ -n "$hit" ] || continue
+    fi
+    victims+=("$p")
+  done
+  [ ${#victims[@]} -eq 0 ] && exit 0
+  kill -STOP "${victims[@]}" 2>/dev/null; kill -KILL "${victims[@]}" 2>/dev/null
+done
+echo "hrbench: processes survived 100 kill rounds" >&2; exit 1
+"""
+
+# The agent's command, bounded by `timeout` (which signals its whole process group), and
+# whatever it left running in that group killed after it: as with local, where a command's
+# sandbox dies with it, a background job does not outlive its command.
+_WRAP = ('timeout -s KILL "$1" bash -c "$2" & p=$!; { wait $p; } 2>/dev/null; rc=$?; '
+         'kill -KILL -- -$p 2>/dev/null; exit $rc')
+# PID 1: sleeps, and reaps the orphans an agent leaves (a plain `sleep` would let zombies count
+# against the pids limit). The reaper script kills its `sleep`; the loop starts another.
+_INIT = ["bash", "-c", "trap 'exit 0' TERM; while :; do sleep 86400 & wait; done"]
+
+
+def _client(docker_host: str | None = None) -> "docker.DockerClient":
+    import docker
+
+    host = docker_host or os.environ.get("DOCKER_HOST")
+    try:
+        client = docker.DockerClient(base_url=host) if host else docker.from_env()
+        client.ping()
+    except Exception as exc:  # docker raises several unrelated types for "no engine"
+        raise SandboxError(
+            f"the docker backend cannot reach a Docker API at {host or 'the default socket'} ({exc}); "
+            "start podman's with `eval \"$(scripts/podman.sh start)\"` (after `scripts/podman.sh setup`) "
+            "or set DOCKER_HOST"
+        ) from exc
+    return client
+
+
+class _Bounded:
+    """Head and tail of a byte stream (OUTPUT_LIMIT in all) and its length."""
+
+    def __init__(self, limit: int = OUTPUT_LIMIT):
+        self.half = limit // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    def text(self) -> str:
+        omitted = self.total - len(self.head) - len(self.tail)
+        middle = f"\n[... {omitted} bytes omitted ...]\n".encode() if omitted > 0 else b""
+        return bytes(self.head + middle + self.tail).decode("utf-8", errors="replace")
+
+
+def _tar(files: dict[str, tuple[bytes | None, int]]) -> bytes:
+    """A tar of {path: (content or None for a directory, mode)}, owned by root."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, (data, mode) in files.items():
+            info = tarfile.TarInfo(name)
+            info.mode, info.mtime = mode, int(time.time())
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _tests_tar(task: Task, stage: Stage) -> bytes:
+    """checks.sh, the task's shared tests, then the stage's tests (later files win), under tests/."""
+    files: dict[str, tuple[bytes | None, int]] = {"tests": (None, 0o755), "logs": (None, 0o755),
+                                                  "logs/verifier": (None, 0o755)}
+    files["tests/checks.sh"] = (CHECK_LIBRARY.read_bytes(), 0o644)
+    for root in [task.shared_tests, stage.tests]:
+        if root is None:
+            continue
+        for path in sorted(root.rglob("*")):
+            rel = "tests/" + path.relative_to(root).as_posix()
+            files[rel] = (None, 0o755) if path.is_dir() else (path.read_bytes(), path.stat().st_mode & 0o777)
+    return _tar(files)
+
+
+class DockerShell(PersistentShell):
+    """PersistentShell over a `docker exec` with stdin attached (through `attach`, below).
+
+    The bash runs in the container, not below the attach process, so interrupt and close
+    find it by the nonce on its command line (and its parent: only an exec has PPid 0 in the
+    container, so the agent cannot fake one) and signal it from a root exec."""
+
+    def __init__(self, env: "DockerEnvironment", max_pids: int):
+        self._env = env
+        self.shell_id = secrets.token_hex(8)
+        api = env.backend.client.api
+        exec_id = api.exec_create(
+            # the nonce is a positional parameter so it shows in /proc/PID/cmdline, which root in the
+            # container can read for any uid (environ needs CAP_SYS_PTRACE, which containers lack)
+            env.container_id, ["bash", "--noprofile", "--norc", "-s", f"hrbench-shell-{self.shell_id}"],
+            stdin=True, stdout=True, stderr=True, user=env.user, workdir=env.task.workdir, environment=_ENV,
+        )["Id"]
+        host = env.backend.docker_host
+        argv = [sys.executable, "-m", "hrbench.envs.docker", "attach", exec_id] + ([host] if host else [])
+        super().__init__(argv, cgroup=None)
+        self._pid: int | None = None
+
+    def container_pid(self) -> int | None:
+        """The shell's bash as the container sees it (None if it is gone)."""
+        if self._pid is None:
+            for _ in range(50):
+                out = self._env.root_exec(
+                    'for d in /proc/[0-9]*; do grep -qzx "hrbench-shell-$1" $d/cmdline 2>/dev/null && '
+                    'grep -q "^PPid:[[:space:]]*0$" $d/status && echo ${d#/proc/}; done; true',
+                    [self.shell_id], timeout_s=10).output.split()
+                if out:
+                    self._pid = int(out[0])
+                    break
+                if not self.alive:
+                    return None
+                time.sleep(0.05)
+        return self._pid
+
+    def interrupt(self) -> None:
+        pid = self.container_pid()
+        if pid is not None:
+            self._env.root_exec(_REAPER, ["tree", str(pid)], timeout_s=30)
+
+    def close(self) -> None:
+        if self._env.alive:
+            pid = self.container_pid()
+            if pid is not None:
+                self._env.root_exec(_REAPER, ["tree", str(pid)], timeout_s=30)
+                self._env.root_exec('kill -KILL "$1" 2>/dev/null; true', [str(pid)], timeout_s=10)
+        self._env.shells.discard(self)
+        super().close()
+
+
+class DockerEnvironment:
+    """One trial's container; every exec runs in it as the agent user."""
+
+    def __init__(self, backend: "DockerBackend", task: Task, container_id: str, user: str):
+        self.backend = backend
+        self.task = task
+        self.container_id = container_id
+        self.user = user
+        self.shells: set[DockerShell] = set()
+        self.alive = True
+
+    # -- exec ------------------------------------------------------------------------------
+
+    def _run(self, argv: list[str], user: str, timeout_s: float, env: dict[str, str] | None = None) -> ExecResult:
+        """One exec with a host-side deadline (a backstop: the command's own `timeout` comes first)."""
+        api = self.backend.client.api
+        start = time.monotonic()
+        exec_id = api.exec_create(self.container_id, argv, stdout=True, stderr=True, user=user,
+                                  workdir=self.task.workdir, environment={**_ENV, **(env or {})})["Id"]
+        out = _Bounded()
+        stream = api.exec_start(exec_id, stream=True)
+
+        def pump() -> None:
+            try:
+                for chunk in stream:
+                    out.add(chunk)
+            except Exception:  # the connection dies when the container is removed under it
+                pass
+
+        reader = threading.Thread(target=pump, daemon=True, name="hrbench-docker-exec")
+        reader.start()
+        reader.join(timeout_s + 5)
+        backstop = reader.is_alive()
+        if backstop:  # something left the command's process group and holds its output open
+            self._reap_all()
+            reader.join(10)
+        code = api.exec_inspect(exec_id).get("ExitCode")
+        duration = time.monotonic() - start
+        timed_out = backstop or (code in (124, 137) and duration >= timeout_s - 0.5)
+        return ExecResult(exit_code=124 if timed_out else (code if code is not None else -1),
+                          output=out.text(), timed_out=timed_out, duration_s=duration)
+
+    def _script_argv(self, script: str) -> tuple[list[str], str | None]:
+        """argv running `script` with bash; a long one goes in as a root-owned file first."""
+        if len(script.encode()) <= _LONG_COMMAND:
+            return [], script
+        path = f"/run/hrbench-cmd-{secrets.token_hex(6)}.sh"
+        self.backend.client.api.put_archive(self.container_id, "/run",
+                                            _tar({path.removeprefix("/run/"): (script.encode(), 0o644)}))
+        return [path], None
+
+    def exec(self, command: str, timeout_s: float) -> ExecResult:
+        """Run `command` with bash as the agent user, bounded by `timeout_s`."""
+        return self._wrapped(command, self.user, timeout_s)
+
+    def _wrapped(self, script: str, user: str, timeout_s: float, env: dict[str, str] | None = None) -> ExecResult:
+        file, inline = self._script_argv(script)
+        body = inline if inline is not None else f"bash {shlex.quote(file[0])}"
+        try:
+            return self._run(["bash", "-c", _WRAP, "hrbench", f"{max(timeout_s, 0.001):.3f}", body], user,
+                             timeout_s, env)
+        finally:
+            if file:
+                self.root_exec('rm -f "$1"', file, timeout_s=10)
+
+    def root_exec(self, script: str, args: list[str], timeout_s: float) -> ExecResult:
+        """A harness-side bash script as root (not the agent's), with positional arguments."""
+        return self._run(["bash", "-c", script, "hrbench", *args], "0", timeout_s)
+
+    def _reap_all(self, keep: list[int] | None = None) -> None:
+        result = self.root_exec(_REAPER, ["all", *[str(p) for p in keep or []]], timeout_s=60)
+        if result.exit_code != 0:
+            raise SandboxError(f"container {self.container_id[:12]}: could not stop the agent's processes: "
+                               f"{result.output[-400:]}")
+
+    def open_shell(self, max_pids: int = 256) -> DockerShell:
+        """A persistent bash in the container (llm and command agents type into it); the container's
+        pids limit bounds it, so `max_pids` is accepted for the interface and not used."""
+        shell = DockerShell(self, max_pids)
+        self.shells.add(shell)
+        return shell
+
+    # -- verify ----------------------------------------------------------------------------
+
+    def verify(self, stage: Stage) -> VerifierResult:
+        """Freeze the agent's shells, kill every other process, then run the stage's tests as root.
+
+        Tests go in only now and are removed after; the reward is read after the verifier has
+        exited; the shells are thawed last, so nothing of the agent runs beside the verifier."""
+        shells = [p for p in (s.container_pid() for s in list(self.shells) if s.alive) if p is not None]
+        if shells:
+            self.root_exec(_REAPER, ["stop", *map(str, shells)], timeout_s=10)
+        try:
+            self._reap_all(keep=shells)
+            # a fresh /tmp, as every local exec has; /tests and /logs cleared (the agent cannot write
+            # them, but an image might have made / writable)
+            self.root_exec("rm -rf /tests /logs; find /tmp -mindepth 1 -delete 2>/dev/null; true", [], 30)
+            api = self.backend.client.api
+            api.put_archive(self.container_id, "/", _tests_tar(self.task, stage))
+            result = self._wrapped("bash /tests/test.sh", "0", self.task.verifier_timeout_sec,
+                                   {"PYTHONSAFEPATH": "1"})
+            self._reap_all(keep=shells)  # the verifier's own leftovers, before its reward is read
+            reward, rewards = self._read_reward()
+            self.root_exec("rm -rf /tests /logs", [], 30)
+        finally:
+            if shells:
+                self.root_exec(_REAPER, ["cont", *map(str, shells)], timeout_s=10)
+        return VerifierResult(reward=reward, passed=reward >= 1.0 - 1e-9, output=result.output[-4000:],
+                              duration_s=result.duration_s, rewards=rewards)
+
+    def _read_reward(self) -> tuple[float, dict[str, float]]:
+        """reward.txt / reward.json from /logs/verifier, read through a bounded archive."""
+        import docker
+
+        try:
+            chunks, _ = self.backend.client.api.get_archive(self.container_id, "/logs/verifier")
+            data = bytearray()
+            for chunk in chunks:
+                data += chunk
+                if len(data) > REWARD_LIMIT:
+                    return 0.0, {}
+        except docker.errors.NotFound:
+            return 0.0, {}
+        with tempfile.TemporaryDirectory(prefix="hrbench-reward-") as tmp:
+            with tarfile.open(fileobj=io.BytesIO(bytes(data))) as tar:
+                for member in tar.getmembers():
+                    name = Path(member.name).name
+                    if member.isfile() and name in ("reward.txt", "reward.json"):
+                        reader = tar.extractfile(member)
+                        if reader is not None:
+                            (Path(tmp) / name).write_bytes(reader.read())
+            return _read_reward(Path(tmp))
+
+    # -- lifetime --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the shells and remove the container (its processes die with it)."""
+        for shell in list(self.shells):
+            shell.close()
+        self.backend.remove_container(self.container_id)
+        self.alive = False
+
+
+class DockerBackend:
+    """Builds task images and oracle-state images, and starts one container per trial."""
+
+    name = "docker"
+
+    def __init__(self, cache_dir: Path, scratch_dir: Path | None = None, memory_mb: int = 1024,
+                 cpus: float = 1.0, pids_limit: int = 512, base_image: str = DEFAULT_BASE_IMAGE,
+                 docker_host: str | None = None):
+        self.cache_dir = Path(cache_dir)
+        self.scratch_dir = Path(scratch_dir) if scratch_dir else self.cache_dir / "scratch"
+        self.memory_mb = memory_mb
+        self.cpus = cpus
+        self.pids_limit = pids_limit
+        self.base_image = base_image
+        self.docker_host = docker_host or os.environ.get("DOCKER_HOST")
+        self._client: "docker.DockerClient | None" = None
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    @property
+    def client(self) -> "docker.DockerClient":
+        if self._client is None:
+            self._client = _client(self.docker_host)
+        return self._client
+
+    def _lock(self, key: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def check_supported(self, task: Task) -> None:
+        """Every task package runs here (docker_only tasks included); the engine must be reachable."""
+        self.client  # noqa: B018 - raises SandboxError with what to start when it is not
+
+    # -- images ----------------------------------------------------------------------------
+
+    def _repo(self, task: Task) -> str:
+        return "hrbench-env/" + (re.sub(r"[^a-z0-9._-]+", "-", task.name.lower()).strip("-._") or "task")
+
+    def state_image(self, task: Task, stages_done: int) -> str:
+        return f"{self._repo(task)}:{task.content_hash()[:12]}-after-{stages_done}"
+
+    def _has_image(self, ref: str) -> bool:
+        import docker
+
+        try:
+            self.client.images.get(ref)
+            return True
+        except docker.errors.ImageNotFound:
+            return False
+
+    def _dockerfile(self, task: Task) -> str:
+        """The task's Dockerfile with every FROM the engine lacks mapped to the base image."""
+        path = task.path / "environment" / "Dockerfile"
+        text = path.read_text() if path.is_file() else f"FROM {self.base_image}\nWORKDIR {task.workdir}\n"
+        stages: set[str] = set()
+        lines = []
+        for line in text.splitlines():
+            words = line.split()
+            if words and words[0].upper() == "FROM":
+                image = next((w for w in words[1:] if not w.startswith("--")), "")
+                if len(words) >= 4 and words[-2].upper() == "AS":
+                    stages.add(words[-1].lower())
+                if image.lower() not in stages and image != "scratch" and not self._has_image(image):
+                    if not self._has_image(self.base_image):
+                        raise SandboxError(
+                            f"{path}: FROM {image} is not on the Docker host and neither is the base image "
+                            f"{self.base_image}; build it with `scripts/podman.sh setup` (no registry is reachable)")
+                    log.warning("%s: FROM %s is not on the Docker host (no registry is reachable); building "
+                                "FROM %s instead", path, image, self.base_image)
+                    line = line.replace(image, self.base_image, 1)
+            lines.append(line)
+        return "\n".join(lines) + "\n"
+
+    def _build_task_image(self, task: Task) -> str:
+        """The task's environment/ built with the network off; returns the image id."""
+        import docker
+
+        with tempfile.TemporaryDirectory(prefix="hrbench-build-") as tmp:
+            context = Path(tmp) / "context"
+            env_dir = task.path / "environment"
+            if env_dir.is_dir():
+                shutil.copytree(env_dir, context)
+            else:
+                context.mkdir()
+            (context / "Dockerfile.hrbench").write_text(self._dockerfile(task))
+            try:
+                image, _ = self.client.images.build(
+                    path=str(context), dockerfile="Dockerfile.hrbench", rm=True, forcerm=True, pull=False,
+                    network_mode="none", labels={LABEL: task.name})
+            except docker.errors.BuildError as exc:
+                lines = "".join(str(c.get("stream", c.get("error", ""))) for c in exc.build_log)
+                raise SandboxError(f"task {task.name!r}: building {env_dir / 'Dockerfile'} failed: {exc}\n"
+                                   f"{lines[-1500:]}") from exc
+            except docker.errors.APIError as exc:
+                raise SandboxError(f"task {task.name!r}: building {env_dir / 'Dockerfile'} failed: {exc}") from exc
+        return image.id
+
+    def _agent_user(self, image: str) -> str:
+        """The image's own USER when it names a non-root one, else uid 1000."""
+        user = (self.client.images.get(image).attrs.get("Config") or {}).get("User") or ""
+        return user if user not in ("", "root", "0", "0:0") else AGENT_USER
+
+    def checkpoint_state(self, task: Task, stages_done: int) -> str:
+        """The image of the oracle state after the first `stages_done` stages, built once and reused."""
+        self.check_supported(task)
+        ref = self.state_image(task, stages_done)
+        lock_path = self.cache_dir / "locks" / f"{ref.replace('/', '_').replace(':', '_')}.lock"
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        # A thread lock here and a file lock for other processes on this host (Dagster's multiprocess
+        # executor runs partitions of one task side by side); the engine's tag is the cache.
+        with self._lock(ref), open(lock_path, "w") as lock_file:
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+            if self._has_image(ref):
+                return ref
+            if stages_done == 0:
+                built = self._build_task_image(task)
+                env = self._container(task, built, user="0")
+                try:
+                    env.user = self._agent_user(built)
+                    prep = env.root_exec('mkdir -p "$1" && chown -R "$2" "$1"', [task.workdir, env.user], 120)
+                    if prep.exit_code != 0:
+                        raise SandboxError(f"task {task.name!r}: preparing {task.workdir} failed:\n{prep.output[-800:]}")
+                    if task.setup_script is not None:
+                        result = env.exec(task.setup_script.read_text(), task.agent_timeout_sec)
+                        if result.exit_code != 0:
+                            raise SandboxError(f"task {task.name!r}: environment/setup.sh failed:\n"
+                                               f"{result.output[-800:]}")
+                    env._reap_all()
+                    self._commit(env, ref, env.user)
+                finally:
+                    env.close()
+            else:
+                env = self._container(task, self.checkpoint_state(task, stages_done - 1))
+                try:
+                    stage = task.stages[stages_done - 1]
+                    result = env.exec(stage.solution_script(), task.agent_timeout_sec)
+                    check = env.verify(stage)
+                    if not check.passed:
+                        raise SandboxError(
+                            f"task {task.name!r}: replaying the reference solution of stage {stage.name!r} "
+                            f"did not pass its verifier (reward {check.reward}) on the docker backend; run "
+                            f"`hrbench tasks audit`.\n{result.output[-800:]}\n{check.output[-800:]}")
+                    self._commit(env, ref, env.user)
+                finally:
+                    env.close()
+            return ref
+
+    def _commit(self, env: DockerEnvironment, ref: str, user: str) -> None:
+        repo, tag = ref.rsplit(":", 1)
+        # the agent user travels as a label: the image's USER stays root, so root execs need no override
+        self.client.api.commit(env.container_id, repository=repo, tag=tag,
+                               conf={"Labels": {LABEL: env.task.name, f"{LABEL}.user": user}})
+
+    # -- containers ------------------------------------------------------------------------
+
+    def _allow_internet(self, task: Task) -> bool:
+        config = tomllib.loads((task.path / "task.toml").read_text())
+        return bool(config.get("environment", {}).get("allow_internet", False))
+
+    def _container(self, task: Task, image: str, user: str | None = None) -> DockerEnvironment:
+        """A running container of `image` with the trial limits; `user` defaults to the image's agent user."""
+        import docker
+
+        if user is None:
+            labels = (self.client.images.get(image).attrs.get("Config") or {}).get("Labels") or {}
+            user = labels.get(f"{LABEL}.user", AGENT_USER)
+        try:
+            container = self.client.containers.run(
+                image, entrypoint=_INIT[:1], command=_INIT[1:], detach=True, user="0",
+                network_mode="bridge" if self._allow_internet(task) else "none",
+                mem_limit=f"{self.memory_mb}m", memswap_limit=f"{self.memory_mb}m",
+                nano_cpus=int(self.cpus * 1e9), pids_limit=self.pids_limit,
+                tmpfs={"/tmp": "rw,exec,nosuid,size=512m,mode=1777"},
+                security_opt=["no-new-privileges"], environment=_ENV, working_dir=task.workdir,
+                hostname="hrbench", labels={LABEL: task.name}, log_config={"type": "none"},
+            )
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"task {task.name!r}: starting a container of {image} failed: {exc}") from exc
+        return DockerEnvironment(self, task, container.id, user)
+
+    def remove_container(self, container_id: str) -> None:
+        import docker
+
+        try:
+            self.client.api.remove_container(container_id, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+
+    def start(self, task: Task, stages_done: int = 0) -> DockerEnvironment:
+        """A fresh container of the checkpoint image, for one trial."""
+        return self._container(task, self.checkpoint_state(task, stages_done))
+
+    def restore(self, env: DockerEnvironment, stages_done: int) -> None:
+        """State repair: the trial continues in a new container of the oracle state e_{stages_done}."""
+        image = self.checkpoint_state(env.task, stages_done)
+        for shell in list(env.shells):
+            shell.close()
+        fresh = self._container(env.task, image)
+        self.remove_container(env.container_id)
+        env.container_id, env.user = fresh.container_id, fresh.user
+
+
+def attach(exec_id: str, docker_host: str | None = None) -> int:
+    """Pipe this process's stdin/stdout to a created exec (the DockerShell's bash); returns at its end."""
+    from docker.utils.socket import frames_iter
+
+    client = _client(docker_host)
+    sock = client.api.exec_start(exec_id, socket=True)
+    raw: socket.socket = getattr(sock, "_sock", sock)
+
+    def feed() -> None:
+        try:
+            while data := os.read(0, 65536):
+                raw.sendall(data)
+        except OSError:
+            pass
+        try:
+            raw.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    threading.Thread(target=feed, daemon=True).start()
+    try:
+        for _, data in frames_iter(sock, tty=False):
+            os.write(1, data)
+    except OSError:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "attach":
+        raise SystemExit(attach(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None))
+    raise SystemExit("usage: python -m hrbench.envs.docker attach EXEC_ID [DOCKER_HOST]")
