@@ -7,7 +7,7 @@ the locally built base image, with a warning, because no registry is reachable h
 oracle states e_i are images made by `docker commit`, built once per (task, stage) by
 replaying sigma_1..sigma_i from e_0, as the local backend does with directories.
 
-A trial container runs `sleep infinity` as PID 1 with no network (unless the task's
+A trial container runs `sleep infinity` under the engine's init with no network (unless the task's
 task.toml sets `[environment] allow_internet = true`), CPU, memory and pids limits, a fresh
 tmpfs /tmp, no-new-privileges, and no host environment. The agent (and every reference
 solution) runs as an unprivileged user (uid 1000, or the image's own non-root USER) that
@@ -55,29 +55,48 @@ REWARD_LIMIT = 1024 * 1024  # larger /logs/verifier archives are not read (the r
 _ENV = {"PATH": SANDBOX_PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}
 _LONG_COMMAND = 100_000  # longer commands go in as a file (one argv string is capped at 128 KiB)
 
-# Run as root inside the container. `all PIDS..`: SIGSTOP then SIGKILL every live process but
-# PID 1, this script and the PIDS given, until none is left. `tree ROOTS..`: the same for the
-# descendants of ROOTS only (the shell's interrupt). `stop|cont PIDS..`: signal those PIDS.
-# Pure bash over /proc, no subshells in the loop, so it works in any image that has bash.
+# Run as root inside the container; SHELL is a DockerShell's nonce, found on its bash's command
+# line (only an exec has PPid 0 in the container, so the agent cannot fake one). Modes:
+#   freeze SHELL..  SIGSTOP those shells, SIGKILL every other process (but PID 1, the main
+#                   process and this script) until none is left, clear /tests /logs /tmp;
+#                   prints `FROZEN pid..`
+#   thaw PID..      remove /tests and /logs, then SIGCONT the frozen shells
+#   tree SHELL      SIGKILL the shell's descendants (its interrupt); `end SHELL`: them and it
+# Pure bash over /proc (no forks inside the kill loop), so it works in any image with bash.
 _REAPER = r"""
 mode=$1; shift
-case $mode in stop) kill -STOP "$@" 2>/dev/null; exit 0;; cont) kill -CONT "$@" 2>/dev/null; exit 0;; esac
-declare -A keep=([1]=1 [$$]=1) roots=() parent=()
-for p in "$@"; do if [ "$mode" = tree ]; then roots[$p]=1; else keep[$p]=1; fi; done
-scan() {
-  parent=()
-  local d p k v pp st
+if [ "$mode" = thaw ]; then rm -rf /tests /logs; [ $# -gt 0 ] && kill -CONT "$@" 2>/dev/null; exit 0; fi
+declare -A keep=([1]=1 [$$]=1) shells=() roots=() parent=()
+for n in "$@"; do shells[hrbench-shell-$n]=1; done
+scan() {  # parent[] of every live process; PID 1's oldest child (the container's main process) is kept
+  parent=(); roots=()
+  local d p line f argv oldest= first=
   for d in /proc/[0-9]*; do
-    p=${d#/proc/}; pp=; st=
-    { while read -r k v; do case $k in PPid:) pp=$v;; State:) st=${v%% *};; esac; done < "$d/status"; } 2>/dev/null
-    [ -n "$pp" ] && [ "$st" != Z ] && [ "$pp" != $$ ] && parent[$p]=$pp
+    p=${d#/proc/}
+    { read -r line < "$d/stat"; } 2>/dev/null || continue
+    read -r -a f <<< "${line##*) }"  # f[0] state, f[1] ppid, f[19] start time
+    [ "${f[0]}" = Z ] || [ "${f[1]}" = $$ ] && continue
+    parent[$p]=${f[1]}
+    if [ "${f[1]}" = 0 ] && [ ${#shells[@]} -gt 0 ]; then
+      { mapfile -d '' -t argv < "$d/cmdline"; } 2>/dev/null
+      [ -n "${shells[${argv[-1]:-}]:-}" ] && roots[$p]=1
+    fi
+    if [ "${f[1]}" = 1 ] && { [ -z "$first" ] || [ "${f[19]}" -lt "$first" ]; }; then first=${f[19]}; oldest=$p; fi
   done
+  [ -n "$oldest" ] && keep[$oldest]=1
 }
+scan
+declare -A frozen=()
 for round in $(seq 100); do
-  scan; victims=()
+  [ "$round" = 1 ] || scan
+  if [ "$mode" = freeze ]; then  # a shell whose exec starts only now is frozen too
+    for p in "${!roots[@]}"; do [ -n "${frozen[$p]:-}" ] || { kill -STOP "$p"; frozen[$p]=1; keep[$p]=1; }; done
+  fi
+  victims=()
   for p in "${!parent[@]}"; do
     [ -n "${keep[$p]:-}" ] && continue
-    if [ "$mode" = tree ]; then
+    [ "$mode" = end ] && [ -n "${roots[$p]:-}" ] && { victims+=("$p"); continue; }
+    if [ "$mode" != freeze ]; then  # tree, end: descendants of the shells only
       q=${parent[$p]}; hit=
       while [ -n "$q" ] && [ "$q" != 0 ] && [ "$q" != 1 ]; do
         [ -n "${roots[$q]:-}" ] && { hit=1; break; }
@@ -87,7 +106,11 @@ for round in $(seq 100); do
     fi
     victims+=("$p")
   done
-  [ ${#victims[@]} -eq 0 ] && exit 0
+  if [ ${#victims[@]} -eq 0 ]; then
+    [ "$mode" = freeze ] && { rm -rf /tests /logs; find /tmp -mindepth 1 -delete 2>/dev/null; }
+    echo "FROZEN ${!frozen[*]}"
+    exit 0
+  fi
   kill -STOP "${victims[@]}" 2>/dev/null; kill -KILL "${victims[@]}" 2>/dev/null
 done
 echo "hrbench: processes survived 100 kill rounds" >&2; exit 1
@@ -98,9 +121,10 @@ echo "hrbench: processes survived 100 kill rounds" >&2; exit 1
 # sandbox dies with it, a background job does not outlive its command.
 _WRAP = ('timeout -s KILL "$1" bash -c "$2" & p=$!; { wait $p; } 2>/dev/null; rc=$?; '
          'kill -KILL -- -$p 2>/dev/null; exit $rc')
-# PID 1: sleeps, and reaps the orphans an agent leaves (a plain `sleep` would let zombies count
-# against the pids limit). The reaper script kills its `sleep`; the loop starts another.
-_INIT = ["bash", "-c", "trap 'exit 0' TERM; while :; do sleep 86400 & wait; done"]
+# The container's main process. The engine's init (`init=True`: tini on Docker, catatonit on
+# podman) is PID 1 and reaps the orphans an agent leaves, which would otherwise stay zombies and
+# count against the pids limit; the reaper spares the main process as PID 1's oldest child.
+_MAIN = ["sleep", "infinity"]
 
 
 def _client(docker_host: str | None = None) -> "docker.DockerClient":
@@ -179,8 +203,7 @@ class DockerShell(PersistentShell):
     """PersistentShell over a `docker exec` with stdin attached (through `attach`, below).
 
     The bash runs in the container, not below the attach process, so interrupt and close
-    find it by the nonce on its command line (and its parent: only an exec has PPid 0 in the
-    container, so the agent cannot fake one) and signal it from a root exec."""
+    signal it from a root exec that finds it by the nonce on its command line."""
 
     def __init__(self, env: "DockerEnvironment", max_pids: int):
         self._env = env
@@ -195,35 +218,14 @@ class DockerShell(PersistentShell):
         host = env.backend.docker_host
         argv = [sys.executable, "-m", "hrbench.envs.docker", "attach", exec_id] + ([host] if host else [])
         super().__init__(argv, cgroup=None)
-        self._pid: int | None = None
-
-    def container_pid(self) -> int | None:
-        """The shell's bash as the container sees it (None if it is gone)."""
-        if self._pid is None:
-            for _ in range(50):
-                out = self._env.root_exec(
-                    'for d in /proc/[0-9]*; do grep -qzx "hrbench-shell-$1" $d/cmdline 2>/dev/null && '
-                    'grep -q "^PPid:[[:space:]]*0$" $d/status && echo ${d#/proc/}; done; true',
-                    [self.shell_id], timeout_s=10).output.split()
-                if out:
-                    self._pid = int(out[0])
-                    break
-                if not self.alive:
-                    return None
-                time.sleep(0.05)
-        return self._pid
 
     def interrupt(self) -> None:
-        pid = self.container_pid()
-        if pid is not None:
-            self._env.root_exec(_REAPER, ["tree", str(pid)], timeout_s=30)
+        if self._env.alive:
+            self._env.root_exec(_REAPER, ["tree", self.shell_id], timeout_s=30)
 
     def close(self) -> None:
         if self._env.alive:
-            pid = self.container_pid()
-            if pid is not None:
-                self._env.root_exec(_REAPER, ["tree", str(pid)], timeout_s=30)
-                self._env.root_exec('kill -KILL "$1" 2>/dev/null; true', [str(pid)], timeout_s=10)
+            self._env.root_exec(_REAPER, ["end", self.shell_id], timeout_s=30)
         self._env.shells.discard(self)
         super().close()
 
@@ -297,8 +299,9 @@ class DockerEnvironment:
         """A harness-side bash script as root (not the agent's), with positional arguments."""
         return self._run(["bash", "-c", script, "hrbench", *args], "0", timeout_s)
 
-    def _reap_all(self, keep: list[int] | None = None) -> None:
-        result = self.root_exec(_REAPER, ["all", *[str(p) for p in keep or []]], timeout_s=60)
+    def _reap_all(self) -> None:
+        """Kill every process but the container's own (the persistent shells too)."""
+        result = self.root_exec(_REAPER, ["freeze"], timeout_s=60)
         if result.exit_code != 0:
             raise SandboxError(f"container {self.container_id[:12]}: could not stop the agent's processes: "
                                f"{result.output[-400:]}")
@@ -316,25 +319,20 @@ class DockerEnvironment:
         """Freeze the agent's shells, kill every other process, then run the stage's tests as root.
 
         Tests go in only now and are removed after; the reward is read after the verifier has
-        exited; the shells are thawed last, so nothing of the agent runs beside the verifier."""
-        shells = [p for p in (s.container_pid() for s in list(self.shells) if s.alive) if p is not None]
-        if shells:
-            self.root_exec(_REAPER, ["stop", *map(str, shells)], timeout_s=10)
+        exited (its process group killed with it); the shells are thawed last, so nothing of the
+        agent runs beside the verifier. /tmp is emptied first, as every local exec has a fresh one."""
+        freeze = self.root_exec(_REAPER, ["freeze", *(s.shell_id for s in self.shells if s.alive)], 60)
+        if freeze.exit_code != 0 or "FROZEN" not in freeze.output:
+            raise SandboxError(f"container {self.container_id[:12]}: could not stop the agent's processes "
+                               f"before verification: {freeze.output[-400:]}")
+        frozen = freeze.output.split("FROZEN", 1)[1].split()
         try:
-            self._reap_all(keep=shells)
-            # a fresh /tmp, as every local exec has; /tests and /logs cleared (the agent cannot write
-            # them, but an image might have made / writable)
-            self.root_exec("rm -rf /tests /logs; find /tmp -mindepth 1 -delete 2>/dev/null; true", [], 30)
-            api = self.backend.client.api
-            api.put_archive(self.container_id, "/", _tests_tar(self.task, stage))
+            self.backend.client.api.put_archive(self.container_id, "/", _tests_tar(self.task, stage))
             result = self._wrapped("bash /tests/test.sh", "0", self.task.verifier_timeout_sec,
                                    {"PYTHONSAFEPATH": "1"})
-            self._reap_all(keep=shells)  # the verifier's own leftovers, before its reward is read
             reward, rewards = self._read_reward()
-            self.root_exec("rm -rf /tests /logs", [], 30)
         finally:
-            if shells:
-                self.root_exec(_REAPER, ["cont", *map(str, shells)], timeout_s=10)
+            self.root_exec(_REAPER, ["thaw", *frozen], timeout_s=30)
         return VerifierResult(reward=reward, passed=reward >= 1.0 - 1e-9, output=result.output[-4000:],
                               duration_s=result.duration_s, rewards=rewards)
 
@@ -539,7 +537,7 @@ class DockerBackend:
             user = labels.get(f"{LABEL}.user", AGENT_USER)
         try:
             container = self.client.containers.run(
-                image, entrypoint=_INIT[:1], command=_INIT[1:], detach=True, user="0",
+                image, entrypoint=_MAIN[:1], command=_MAIN[1:], init=True, detach=True, user="0",
                 network_mode="bridge" if self._allow_internet(task) else "none",
                 mem_limit=f"{self.memory_mb}m", memswap_limit=f"{self.memory_mb}m",
                 nano_cpus=int(self.cpus * 1e9), pids_limit=self.pids_limit,

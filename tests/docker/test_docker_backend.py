@@ -134,6 +134,7 @@ def test_agent_processes_are_gone_before_the_verifier_runs(env: DockerEnvironmen
     env.exec("nohup setsid bash -c 'while :; do echo 1 > /logs/verifier/reward.txt; "
              "echo \"echo 1 > /logs/verifier/reward.txt\" > /tests/test.sh; done' >/dev/null 2>&1 &", 5)
     shell = env.open_shell()
+    assert shell.send("true", 30)
     shell.send("(while :; do echo 1 > /logs/verifier/reward.txt 2>/dev/null; done) &", 2)
     result = env.verify(stage)
     assert result.reward == 0 and not result.passed
@@ -144,11 +145,22 @@ def test_agent_processes_are_gone_before_the_verifier_runs(env: DockerEnvironmen
 def test_limits_bound_memory_processes_and_cpu(backend: DockerBackend, env: DockerEnvironment):
     memory = env.exec("python3 -c 'b = bytearray(900 * 1024 * 1024); print(\"ALLOCATED\")'", 60)
     assert "ALLOCATED" not in memory.output and memory.exit_code != 0
-    # builtins only after the loop: with the limit reached nothing can fork, not even `ps`
-    pids = env.exec("for i in $(seq 1000); do sleep 20 & done 2>/dev/null; "
-                    "n=0; for d in /proc/[0-9]*; do n=$((n + 1)); done; echo PROCS $n", 60)
-    assert "PROCS" in pids.output, pids.output[-500:]
-    assert 100 < int(pids.output.split("PROCS")[1].split()[0]) <= backend.pids_limit
+    bomb = """python3 - <<'PY'
+import os, time
+n = 0
+try:
+    for _ in range(2000):
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        n += 1
+except OSError as e:
+    print("FORKFAIL", e.errno)
+print("FORKED", n)
+PY"""
+    pids = env.exec(bomb, 60)
+    assert "FORKFAIL 11" in pids.output, pids.output[-500:]  # EAGAIN: the pids limit
+    assert 100 < int(pids.output.split("FORKED")[1].split()[0]) < backend.pids_limit
     host_config = backend.client.api.inspect_container(env.container_id)["HostConfig"]
     assert host_config["NanoCpus"] == int(backend.cpus * 1e9) and host_config["PidsLimit"] == backend.pids_limit
     assert host_config["Memory"] == backend.memory_mb * 1024 * 1024
