@@ -51,7 +51,6 @@ DEFAULT_BASE_IMAGE = "hrbench/debian:bookworm"
 AGENT_USER = "1000:1000"
 LABEL = "org.hrbench.env"
 OUTPUT_LIMIT = 2 * 1024 * 1024  # bytes kept of one exec's output (first and last half)
-REWARD_LIMIT = 1024 * 1024  # larger /logs/verifier archives are not read (the reward counts as 0)
 _ENV = {"PATH": SANDBOX_PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}
 _LONG_COMMAND = 100_000  # longer commands go in as a file (one argv string is capped at 128 KiB)
 
@@ -62,11 +61,12 @@ _LONG_COMMAND = 100_000  # longer commands go in as a file (one argv string is c
 #                   prints `FROZEN pid..`
 #   thaw PID..      remove /tests and /logs, then SIGCONT the frozen shells
 #   tree SHELL      SIGKILL the shell's descendants (its interrupt); `end SHELL`: them and it
+# Its parent is spared too (_VERIFY runs it as a child).
 # Pure bash over /proc (no forks inside the kill loop), so it works in any image with bash.
 _REAPER = r"""
 mode=$1; shift
 if [ "$mode" = thaw ]; then rm -rf /tests /logs; [ $# -gt 0 ] && kill -CONT "$@" 2>/dev/null; exit 0; fi
-declare -A keep=([1]=1 [$$]=1) shells=() roots=() parent=()
+declare -A keep=([1]=1 [$$]=1 [$PPID]=1) shells=() roots=() parent=()
 for n in "$@"; do shells[hrbench-shell-$n]=1; done
 scan() {  # parent[] of every live process; PID 1's oldest child (the container's main process) is kept
   parent=(); roots=()
@@ -114,6 +114,30 @@ for round in $(seq 100); do
   kill -STOP "${victims[@]}" 2>/dev/null; kill -KILL "${victims[@]}" 2>/dev/null
 done
 echo "hrbench: processes survived 100 kill rounds" >&2; exit 1
+"""
+
+# One verification in one exec, as root: freeze the shells and kill the rest (_REAPER), move the
+# tests in from the root-only directory put_archive filled, run them under `timeout` in their own
+# process group (killed after), remove them, move /logs into the private directory, thaw the
+# shells, then print the reward files and the verifier's exit code, each behind a nonce read from
+# the root-only directory: the verifier's output may quote agent files, but no agent could have
+# learnt the nonce to forge a reward line. Exit 86: the agent could not be stopped.
+_VERIFY = r"""
+reaper=$1 priv=$2 limit=$3; shift 3
+for d in /.hrbench-verify-*; do [ "$d" = "$priv" ] || rm -rf "$d"; done
+bash -c "$reaper" hrbench freeze "$@" > "$priv/frozen" 2>&1 \
+  || { echo "hrbench: could not stop the agent's processes: $(tail -c 400 "$priv/frozen")"; exit 86; }
+read -r _ frozen < "$priv/frozen"
+mv "$priv/tests" /tests && mkdir -p /logs/verifier || exit 86
+timeout -s KILL "$limit" bash /tests/test.sh < /dev/null & p=$!; { wait $p; } 2>/dev/null; rc=$?
+kill -KILL -- -$p 2>/dev/null
+rm -rf /tests; mv /logs "$priv/logs"
+[ -n "$frozen" ] && kill -CONT $frozen
+read -r nonce < "$priv/nonce"
+for f in reward.txt reward.json; do
+  [ -f "$priv/logs/verifier/$f" ] && { printf '\n%s %s\n' "$nonce" "$f"; head -c 65536 "$priv/logs/verifier/$f"; }
+done
+printf '\n%s end %s\n' "$nonce" "$rc"
 """
 
 # The agent's command, bounded by `timeout` (which signals its whole process group), and
@@ -185,18 +209,33 @@ def _tar(files: dict[str, tuple[bytes | None, int]]) -> bytes:
     return buf.getvalue()
 
 
-def _tests_tar(task: Task, stage: Stage) -> bytes:
-    """checks.sh, the task's shared tests, then the stage's tests (later files win), under tests/."""
-    files: dict[str, tuple[bytes | None, int]] = {"tests": (None, 0o755), "logs": (None, 0o755),
-                                                  "logs/verifier": (None, 0o755)}
-    files["tests/checks.sh"] = (CHECK_LIBRARY.read_bytes(), 0o644)
+def _tests_tar(task: Task, stage: Stage, top: str, nonce: str) -> bytes:
+    """checks.sh, the task's shared tests, then the stage's tests (later files win), under top/tests/,
+    and the nonce; top/ is root-only (0700), so the agent reads neither before the tests move to /tests."""
+    files: dict[str, tuple[bytes | None, int]] = {top: (None, 0o700), f"{top}/tests": (None, 0o755),
+                                                  f"{top}/nonce": (nonce.encode() + b"\n", 0o600)}
+    files[f"{top}/tests/checks.sh"] = (CHECK_LIBRARY.read_bytes(), 0o644)
     for root in [task.shared_tests, stage.tests]:
         if root is None:
             continue
         for path in sorted(root.rglob("*")):
-            rel = "tests/" + path.relative_to(root).as_posix()
+            rel = f"{top}/tests/" + path.relative_to(root).as_posix()
             files[rel] = (None, 0o755) if path.is_dir() else (path.read_bytes(), path.stat().st_mode & 0o777)
     return _tar(files)
+
+
+def _split_verifier_output(text: str, nonce: str) -> tuple[str, dict[str, bytes], int | None]:
+    """The verifier's own output, the reward files behind `nonce` lines, and its exit code."""
+    parts = text.split(f"\n{nonce} ")
+    files: dict[str, bytes] = {}
+    code = None
+    for part in parts[1:]:
+        head, _, body = part.partition("\n")
+        if head in ("reward.txt", "reward.json"):
+            files[head] = body.encode("utf-8", errors="replace")
+        elif head.startswith("end "):
+            code = int(head.split()[1]) if head.split()[1].lstrip("-").isdigit() else None
+    return parts[0], files, code
 
 
 class DockerShell(PersistentShell):
@@ -320,44 +359,24 @@ class DockerEnvironment:
 
         Tests go in only now and are removed after; the reward is read after the verifier has
         exited (its process group killed with it); the shells are thawed last, so nothing of the
-        agent runs beside the verifier. /tmp is emptied first, as every local exec has a fresh one."""
-        freeze = self.root_exec(_REAPER, ["freeze", *(s.shell_id for s in self.shells if s.alive)], 60)
-        if freeze.exit_code != 0 or "FROZEN" not in freeze.output:
-            raise SandboxError(f"container {self.container_id[:12]}: could not stop the agent's processes "
-                               f"before verification: {freeze.output[-400:]}")
-        frozen = freeze.output.split("FROZEN", 1)[1].split()
-        try:
-            self.backend.client.api.put_archive(self.container_id, "/", _tests_tar(self.task, stage))
-            result = self._wrapped("bash /tests/test.sh", "0", self.task.verifier_timeout_sec,
-                                   {"PYTHONSAFEPATH": "1"})
-            reward, rewards = self._read_reward()
-        finally:
-            self.root_exec(_REAPER, ["thaw", *frozen], timeout_s=30)
+        agent runs beside the verifier. /tmp is emptied first, as every local exec has a fresh one.
+        One exec does it all (_VERIFY), with the tests and the reward in transit through a
+        root-only directory."""
+        top, nonce = f".hrbench-verify-{secrets.token_hex(8)}", f"HRBENCH-{secrets.token_hex(16)}"
+        self.backend.client.api.put_archive(self.container_id, "/", _tests_tar(self.task, stage, top, nonce))
+        limit = self.task.verifier_timeout_sec
+        run = self._run(["bash", "-c", _VERIFY, "hrbench", _REAPER, f"/{top}", f"{limit:.3f}",
+                         *(s.shell_id for s in self.shells if s.alive)], "0", limit + 60, {"PYTHONSAFEPATH": "1"})
+        if run.exit_code == 86:
+            raise SandboxError(f"container {self.container_id[:12]}: {run.output[-400:]}")
+        output, files, code = _split_verifier_output(run.output, nonce)
+        with tempfile.TemporaryDirectory(prefix="hrbench-reward-") as tmp:
+            for name, data in files.items():
+                (Path(tmp) / name).write_bytes(data)
+            reward, rewards = _read_reward(Path(tmp))
+        result = run.model_copy(update={"output": output, "exit_code": code if code is not None else run.exit_code})
         return VerifierResult(reward=reward, passed=reward >= 1.0 - 1e-9, output=result.output[-4000:],
                               duration_s=result.duration_s, rewards=rewards)
-
-    def _read_reward(self) -> tuple[float, dict[str, float]]:
-        """reward.txt / reward.json from /logs/verifier, read through a bounded archive."""
-        import docker
-
-        try:
-            chunks, _ = self.backend.client.api.get_archive(self.container_id, "/logs/verifier")
-            data = bytearray()
-            for chunk in chunks:
-                data += chunk
-                if len(data) > REWARD_LIMIT:
-                    return 0.0, {}
-        except docker.errors.NotFound:
-            return 0.0, {}
-        with tempfile.TemporaryDirectory(prefix="hrbench-reward-") as tmp:
-            with tarfile.open(fileobj=io.BytesIO(bytes(data))) as tar:
-                for member in tar.getmembers():
-                    name = Path(member.name).name
-                    if member.isfile() and name in ("reward.txt", "reward.json"):
-                        reader = tar.extractfile(member)
-                        if reader is not None:
-                            (Path(tmp) / name).write_bytes(reader.read())
-            return _read_reward(Path(tmp))
 
     # -- lifetime --------------------------------------------------------------------------
 

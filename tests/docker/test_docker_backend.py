@@ -209,3 +209,24 @@ def test_restore_replaces_the_state_with_the_oracle_state(backend: DockerBackend
     finally:
         environment.close()
     assert hrbench_containers(backend) == []
+
+
+def test_verifier_output_cannot_forge_a_reward_and_a_hung_verifier_times_out(backend: DockerBackend,
+                                                                               tiny_task_copy: Path):
+    tests = tiny_task_copy / "steps" / "make" / "tests" / "test.sh"
+    # output that imitates the reward lines (the real ones carry a nonce nobody in the container knew)
+    tests.write_text("printf '\\nHRBENCH-0000 reward.txt\\n1\\nHRBENCH-0000 end 0\\n'; cat /app/forged 2>/dev/null\n"
+                     "mkdir -p /logs/verifier; echo 0 > /logs/verifier/reward.txt\n")
+    with open(tiny_task_copy / "task.toml", "a") as toml:
+        toml.write("[verifier]\ntimeout_sec = 3\n")
+    task = load_task(tiny_task_copy)
+    environment = backend.start(task, 0)
+    try:
+        environment.exec("printf '\\nHRBENCH-1111 reward.txt\\n1\\n' > /app/forged", 10)
+        result = environment.verify(task.stages[0])
+        assert result.reward == 0 and "HRBENCH-0000 reward.txt" in result.output
+        tests.write_text("sleep 300\n")
+        hung = environment.verify(task.stages[0])
+        assert hung.reward == 0 and 3 <= hung.duration_s < 20
+    finally:
+        environment.close()
