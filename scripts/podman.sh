@@ -110,6 +110,8 @@ build_image() {
     | podman import --change "LABEL org.hrbench.recipe=\"$want\"" --change 'CMD ["/bin/bash"]' \
         --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - "$IMAGE" \
         >/dev/null 2>"$DIR/import.log" || { cat "$DIR/import.log" >&2; exit 1; }
+  # oracle-state images were built on the old base: drop them (the docker backend rebuilds on demand)
+  podman images --format '{{.Repository}}:{{.Tag}}' | grep '^localhost/hrbench-env/' | xargs -r podman rmi -f >/dev/null 2>&1 || true
 }
 
 ping_sock() { [ -S "$SOCK" ] && curl -fsS --max-time 2 --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1; }

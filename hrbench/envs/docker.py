@@ -7,19 +7,22 @@ the locally built base image, with a warning, because no registry is reachable h
 oracle states e_i are images made by `docker commit`, built once per (task, stage) by
 replaying sigma_1..sigma_i from e_0, as the local backend does with directories.
 
-A trial container runs `sleep infinity` under the engine's init with no network (unless the task's
-task.toml sets `[environment] allow_internet = true`), CPU, memory and pids limits, a fresh
-tmpfs /tmp, no-new-privileges, and no host environment. The agent (and every reference
-solution) runs as an unprivileged user (uid 1000, or the image's own non-root USER) that
-owns only the workdir; the verifier runs as root after every agent process is stopped or
-killed, with the stage's tests copied in just for it and removed after. Solutions are
-never in the image: the build context is environment/ only, and solve.sh reaches a
-container only as the command that replays it.
+A trial container runs `sleep infinity` under the engine's init, with no network (unless the
+task's task.toml sets `[environment] allow_internet = true`), CPU, memory (no swap) and pids
+limits, a sized tmpfs /tmp, every capability dropped but the few the harness's root execs need,
+no-new-privileges, and no host environment. The agent, every reference solution and the
+verifier run as the unprivileged sandbox uid 47000 (or the image's own non-root USER), which
+owns only the workdir. Before each verification every agent process is killed (the persistent
+shells too, as with local); the stage's tests are copied in just for it and removed after; the
+reward is read after the verifier and all it started are dead. Solutions are never in the image:
+the build context is environment/ only, and solve.sh reaches a container only as the command
+that replays it. docs/docker.md has the whole story and where this differs from local.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import io
 import logging
 import os
@@ -48,26 +51,24 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_BASE_IMAGE = "hrbench/debian:bookworm"
-AGENT_USER = "1000:1000"
+AGENT_USER = "47000:47000"  # the local sandbox's uid (docs/security.md)
 LABEL = "org.hrbench.env"
 OUTPUT_LIMIT = 2 * 1024 * 1024  # bytes kept of one exec's output (first and last half)
+# Bump when what goes into a state image changes (user, ownership, setup): old images are not reused.
+STATE_RECIPE = f"2 {AGENT_USER}"
 _ENV = {"PATH": SANDBOX_PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}
 _LONG_COMMAND = 100_000  # longer commands go in as a file (one argv string is capped at 128 KiB)
 
-# Run as root inside the container; SHELL is a DockerShell's nonce, found on its bash's command
-# line (only an exec has PPid 0 in the container, so the agent cannot fake one). Modes:
-#   freeze SHELL..  SIGSTOP those shells, SIGKILL every other process (but PID 1, the main
-#                   process and this script) until none is left, clear /tests /logs /tmp;
-#                   prints `FROZEN pid..`
-#   thaw PID..      remove /tests and /logs, then SIGCONT the frozen shells
-#   tree SHELL      SIGKILL the shell's descendants (its interrupt); `end SHELL`: them and it
-# Its parent is spared too (_VERIFY runs it as a child).
-# Pure bash over /proc (no forks inside the kill loop), so it works in any image with bash.
+# Run as root inside the container. Modes:
+#   all          SIGKILL every process but PID 1, the main process, this script and its parent
+#                (_VERIFY runs it as a child), until none is left; then empty /tmp
+#   tree SHELL   the descendants of a DockerShell's bash only (its interrupt); `end SHELL`: them and it
+# SHELL is the shell's nonce, found on its bash's command line with PPid 0 (only an exec has that
+# in the container, so the agent cannot fake one). Victims are stopped before they are killed, so
+# nothing forks away meanwhile. Pure bash over /proc (no forks in the loop): any image with bash.
 _REAPER = r"""
-mode=$1; shift
-if [ "$mode" = thaw ]; then rm -rf /tests /logs; [ $# -gt 0 ] && kill -CONT "$@" 2>/dev/null; exit 0; fi
-declare -A keep=([1]=1 [$$]=1 [$PPID]=1) shells=() roots=() parent=()
-for n in "$@"; do shells[hrbench-shell-$n]=1; done
+mode=$1 shell=hrbench-shell-${2:-}
+declare -A keep=([1]=1 [$$]=1 [$PPID]=1) roots=() parent=()
 scan() {  # parent[] of every live process; PID 1's oldest child (the container's main process) is kept
   parent=(); roots=()
   local d p line f argv oldest= first=
@@ -77,26 +78,20 @@ scan() {  # parent[] of every live process; PID 1's oldest child (the container'
     read -r -a f <<< "${line##*) }"  # f[0] state, f[1] ppid, f[19] start time
     [ "${f[0]}" = Z ] || [ "${f[1]}" = $$ ] && continue
     parent[$p]=${f[1]}
-    if [ "${f[1]}" = 0 ] && [ ${#shells[@]} -gt 0 ]; then
+    if [ "${f[1]}" = 0 ] && [ "$mode" != all ]; then
       { mapfile -d '' -t argv < "$d/cmdline"; } 2>/dev/null
-      [ -n "${shells[${argv[-1]:-}]:-}" ] && roots[$p]=1
+      [ "${argv[-1]:-}" = "$shell" ] && roots[$p]=1
     fi
     if [ "${f[1]}" = 1 ] && { [ -z "$first" ] || [ "${f[19]}" -lt "$first" ]; }; then first=${f[19]}; oldest=$p; fi
   done
   [ -n "$oldest" ] && keep[$oldest]=1
 }
-scan
-declare -A frozen=()
 for round in $(seq 100); do
-  [ "$round" = 1 ] || scan
-  if [ "$mode" = freeze ]; then  # a shell whose exec starts only now is frozen too
-    for p in "${!roots[@]}"; do [ -n "${frozen[$p]:-}" ] || { kill -STOP "$p"; frozen[$p]=1; keep[$p]=1; }; done
-  fi
-  victims=()
+  scan; victims=()
   for p in "${!parent[@]}"; do
     [ -n "${keep[$p]:-}" ] && continue
     [ "$mode" = end ] && [ -n "${roots[$p]:-}" ] && { victims+=("$p"); continue; }
-    if [ "$mode" != freeze ]; then  # tree, end: descendants of the shells only
+    if [ "$mode" != all ]; then
       q=${parent[$p]}; hit=
       while [ -n "$q" ] && [ "$q" != 0 ] && [ "$q" != 1 ]; do
         [ -n "${roots[$q]:-}" ] && { hit=1; break; }
@@ -107,8 +102,7 @@ for round in $(seq 100); do
     victims+=("$p")
   done
   if [ ${#victims[@]} -eq 0 ]; then
-    [ "$mode" = freeze ] && { rm -rf /tests /logs; find /tmp -mindepth 1 -delete 2>/dev/null; }
-    echo "FROZEN ${!frozen[*]}"
+    [ "$mode" = all ] && find /tmp -mindepth 1 -delete 2>/dev/null
     exit 0
   fi
   kill -STOP "${victims[@]}" 2>/dev/null; kill -KILL "${victims[@]}" 2>/dev/null
@@ -116,26 +110,27 @@ done
 echo "hrbench: processes survived 100 kill rounds" >&2; exit 1
 """
 
-# One verification in one exec, as root: freeze the shells and kill the rest (_REAPER), move the
-# tests in from the root-only directory put_archive filled, run them under `timeout` in their own
-# process group (killed after), remove them, move /logs into the private directory, thaw the
-# shells, then print the reward files and the verifier's exit code, each behind a nonce read from
-# the root-only directory: the verifier's output may quote agent files, but no agent could have
-# learnt the nonce to forge a reward line. Exit 86: the agent could not be stopped.
+# One verification in one exec, as root: kill every agent process, shells included (_REAPER), move
+# the tests in from the root-only directory put_archive filled, run them as the agent user (as local
+# does) under `timeout` in their own process group, kill whatever they left, remove /tests, keep
+# /logs in the private directory, and print the reward files and the verifier's exit code, each
+# behind a nonce read from that directory: the verifier's output may quote agent files, but no
+# agent could have learnt the nonce to forge a reward line. Exit 86: the agent could not be stopped.
 _VERIFY = r"""
-reaper=$1 priv=$2 limit=$3; shift 3
+reaper=$1 priv=$2 limit=$3 user=$4
 for d in /.hrbench-verify-*; do [ "$d" = "$priv" ] || rm -rf "$d"; done
-bash -c "$reaper" hrbench freeze "$@" > "$priv/frozen" 2>&1 \
-  || { echo "hrbench: could not stop the agent's processes: $(tail -c 400 "$priv/frozen")"; exit 86; }
-read -r _ frozen < "$priv/frozen"
-mv "$priv/tests" /tests && mkdir -p /logs/verifier || exit 86
-timeout -s KILL "$limit" bash /tests/test.sh < /dev/null & p=$!; { wait $p; } 2>/dev/null; rc=$?
-kill -KILL -- -$p 2>/dev/null
+rm -rf /tests /logs
+bash -c "$reaper" hrbench all > "$priv/reaped" 2>&1 \
+  || { echo "hrbench: could not stop the agent's processes: $(tail -c 400 "$priv/reaped")"; exit 86; }
+mv "$priv/tests" /tests && mkdir -p /logs/verifier && chown "$user" /logs/verifier || exit 86
+setpriv --reuid="${user%%:*}" --regid="${user##*:}" --clear-groups \
+  timeout -s KILL "$limit" bash /tests/test.sh < /dev/null & p=$!; { wait $p; } 2>/dev/null; rc=$?
+bash -c "$reaper" hrbench all > "$priv/reaped" 2>&1
 rm -rf /tests; mv /logs "$priv/logs"
-[ -n "$frozen" ] && kill -CONT $frozen
 read -r nonce < "$priv/nonce"
 for f in reward.txt reward.json; do
-  [ -f "$priv/logs/verifier/$f" ] && { printf '\n%s %s\n' "$nonce" "$f"; head -c 65536 "$priv/logs/verifier/$f"; }
+  [ -f "$priv/logs/verifier/$f" ] && [ ! -L "$priv/logs/verifier/$f" ] \
+    && { printf '\n%s %s\n' "$nonce" "$f"; head -c 65536 "$priv/logs/verifier/$f"; }
 done
 printf '\n%s end %s\n' "$nonce" "$rc"
 """
@@ -209,6 +204,11 @@ def _tar(files: dict[str, tuple[bytes | None, int]]) -> bytes:
     return buf.getvalue()
 
 
+def _numeric(user: str) -> str:
+    """USER as uid:gid (a name is looked up by setpriv in the container; a bare uid gets gid = uid)."""
+    return user if ":" in user else f"{user}:{user}"
+
+
 def _tests_tar(task: Task, stage: Stage, top: str, nonce: str) -> bytes:
     """checks.sh, the task's shared tests, then the stage's tests (later files win), under top/tests/,
     and the nonce; top/ is root-only (0700), so the agent reads neither before the tests move to /tests."""
@@ -263,8 +263,12 @@ class DockerShell(PersistentShell):
             self._env.root_exec(_REAPER, ["tree", self.shell_id], timeout_s=30)
 
     def close(self) -> None:
-        if self._env.alive:
+        if self._env.alive and self.alive:
             self._env.root_exec(_REAPER, ["end", self.shell_id], timeout_s=30)
+        self._release()
+
+    def _release(self) -> None:
+        """The host side only (the attach process): for a shell whose bash is already dead."""
         self._env.shells.discard(self)
         super().close()
 
@@ -340,7 +344,7 @@ class DockerEnvironment:
 
     def _reap_all(self) -> None:
         """Kill every process but the container's own (the persistent shells too)."""
-        result = self.root_exec(_REAPER, ["freeze"], timeout_s=60)
+        result = self.root_exec(_REAPER, ["all"], timeout_s=60)
         if result.exit_code != 0:
             raise SandboxError(f"container {self.container_id[:12]}: could not stop the agent's processes: "
                                f"{result.output[-400:]}")
@@ -355,18 +359,20 @@ class DockerEnvironment:
     # -- verify ----------------------------------------------------------------------------
 
     def verify(self, stage: Stage) -> VerifierResult:
-        """Freeze the agent's shells, kill every other process, then run the stage's tests as root.
+        """Kill every agent process (its shells too, as local does), then run the stage's tests.
 
-        Tests go in only now and are removed after; the reward is read after the verifier has
-        exited (its process group killed with it); the shells are thawed last, so nothing of the
-        agent runs beside the verifier. /tmp is emptied first, as every local exec has a fresh one.
-        One exec does it all (_VERIFY), with the tests and the reward in transit through a
-        root-only directory."""
+        Tests go in only now and are removed after; the reward is read after the verifier and
+        everything it started are dead; /tmp is emptied first, as every local exec has a fresh
+        one. One exec does it all (_VERIFY), with the tests and the reward in transit through a
+        root-only directory. The terminal opens a new shell for the next part (files persist,
+        shell state does not)."""
         top, nonce = f".hrbench-verify-{secrets.token_hex(8)}", f"HRBENCH-{secrets.token_hex(16)}"
         self.backend.client.api.put_archive(self.container_id, "/", _tests_tar(self.task, stage, top, nonce))
         limit = self.task.verifier_timeout_sec
         run = self._run(["bash", "-c", _VERIFY, "hrbench", _REAPER, f"/{top}", f"{limit:.3f}",
-                         *(s.shell_id for s in self.shells if s.alive)], "0", limit + 60, {"PYTHONSAFEPATH": "1"})
+                         _numeric(self.user)], "0", limit + 60, {"PYTHONSAFEPATH": "1"})
+        for shell in list(self.shells):  # their bash died with every other agent process
+            shell._release()
         if run.exit_code == 86:
             raise SandboxError(f"container {self.container_id[:12]}: {run.output[-400:]}")
         output, files, code = _split_verifier_output(run.output, nonce)
@@ -394,18 +400,21 @@ class DockerBackend:
     name = "docker"
 
     def __init__(self, cache_dir: Path, scratch_dir: Path | None = None, memory_mb: int = 1024,
-                 cpus: float = 1.0, pids_limit: int = 512, base_image: str = DEFAULT_BASE_IMAGE,
-                 docker_host: str | None = None):
+                 cpus: float = 1.0, pids_limit: int = 256, tmp_mb: int = 256,
+                 base_image: str = DEFAULT_BASE_IMAGE, docker_host: str | None = None):
         self.cache_dir = Path(cache_dir)
         self.scratch_dir = Path(scratch_dir) if scratch_dir else self.cache_dir / "scratch"
         self.memory_mb = memory_mb
         self.cpus = cpus
         self.pids_limit = pids_limit
+        self.tmp_mb = tmp_mb
         self.base_image = base_image
         self.docker_host = docker_host or os.environ.get("DOCKER_HOST")
         self._client: "docker.DockerClient | None" = None
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._known: set[str] = set()  # state images seen in the engine by this process
+        self._users: dict[str, str] = {}  # image -> its agent user
 
     @property
     def client(self) -> "docker.DockerClient":
@@ -427,7 +436,9 @@ class DockerBackend:
         return "hrbench-env/" + (re.sub(r"[^a-z0-9._-]+", "-", task.name.lower()).strip("-._") or "task")
 
     def state_image(self, task: Task, stages_done: int) -> str:
-        return f"{self._repo(task)}:{task.content_hash()[:12]}-after-{stages_done}"
+        """The tag of e_{stages_done}: a changed task or a changed recipe here is a new image."""
+        key = hashlib.sha256(f"{task.content_hash()} {STATE_RECIPE}".encode()).hexdigest()[:12]
+        return f"{self._repo(task)}:{key}-after-{stages_done}"
 
     def _has_image(self, ref: str) -> bool:
         import docker
@@ -498,9 +509,12 @@ class DockerBackend:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         # A thread lock here and a file lock for other processes on this host (Dagster's multiprocess
         # executor runs partitions of one task side by side); the engine's tag is the cache.
+        if ref in self._known:
+            return ref
         with self._lock(ref), open(lock_path, "w") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
             if self._has_image(ref):
+                self._known.add(ref)
                 return ref
             if stages_done == 0:
                 built = self._build_task_image(task)
@@ -552,21 +566,34 @@ class DockerBackend:
         import docker
 
         if user is None:
-            labels = (self.client.images.get(image).attrs.get("Config") or {}).get("Labels") or {}
-            user = labels.get(f"{LABEL}.user", AGENT_USER)
+            if image not in self._users:
+                labels = (self.client.images.get(image).attrs.get("Config") or {}).get("Labels") or {}
+                self._users[image] = labels.get(f"{LABEL}.user", AGENT_USER)
+            user = self._users[image]
+        api = self.client.api
+        host_config = api.create_host_config(
+            init=True, network_mode="bridge" if self._allow_internet(task) else "none",
+            mem_limit=f"{self.memory_mb}m", memswap_limit=f"{self.memory_mb}m",
+            nano_cpus=int(self.cpus * 1e9), pids_limit=self.pids_limit,
+            tmpfs={"/tmp": f"rw,exec,nosuid,size={self.tmp_mb}m,mode=1777"},
+            # the agent user gets no capability; root's few serve the harness's own execs (chown the
+            # workdir, kill the agent's processes, run the verifier as the agent user)
+            cap_drop=["ALL"], cap_add=["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID"],
+            security_opt=["no-new-privileges"], log_config={"Type": "none", "Config": {}},
+        )
         try:
-            container = self.client.containers.run(
-                image, entrypoint=_MAIN[:1], command=_MAIN[1:], init=True, detach=True, user="0",
-                network_mode="bridge" if self._allow_internet(task) else "none",
-                mem_limit=f"{self.memory_mb}m", memswap_limit=f"{self.memory_mb}m",
-                nano_cpus=int(self.cpus * 1e9), pids_limit=self.pids_limit,
-                tmpfs={"/tmp": "rw,exec,nosuid,size=512m,mode=1777"},
-                security_opt=["no-new-privileges"], environment=_ENV, working_dir=task.workdir,
-                hostname="hrbench", labels={LABEL: task.name}, log_config={"type": "none"},
-            )
+            container_id = api.create_container(
+                image, entrypoint=_MAIN[:1], command=_MAIN[1:], user="0", environment=_ENV,
+                working_dir=task.workdir, hostname="hrbench", labels={LABEL: task.name}, host_config=host_config,
+            )["Id"]
+            try:
+                api.start(container_id)
+            except docker.errors.APIError:
+                self.remove_container(container_id)
+                raise
         except docker.errors.APIError as exc:
             raise SandboxError(f"task {task.name!r}: starting a container of {image} failed: {exc}") from exc
-        return DockerEnvironment(self, task, container.id, user)
+        return DockerEnvironment(self, task, container_id, user)
 
     def remove_container(self, container_id: str) -> None:
         import docker
