@@ -113,9 +113,9 @@ echo "hrbench: processes survived 100 kill rounds" >&2; exit 1
 # One verification in one exec, as root: kill every agent process, shells included (_REAPER), move
 # the tests in from the root-only directory put_archive filled, run them as the agent user (as local
 # does) under `timeout` in their own process group, kill whatever they left, remove /tests, keep
-# /logs in the private directory, and print the reward files and the verifier's exit code, each
-# behind a nonce read from that directory: the verifier's output may quote agent files, but no
-# agent could have learnt the nonce to forge a reward line. Exit 86: the agent could not be stopped.
+# /logs in the private directory, and print the reward files, each behind a nonce read from that
+# directory: the verifier's output may quote agent files, but no agent could have learnt the
+# nonce to forge a reward line. Exit 86: the agent could not be stopped.
 _VERIFY = r"""
 reaper=$1 priv=$2 limit=$3 user=$4
 for d in /.hrbench-verify-*; do [ "$d" = "$priv" ] || rm -rf "$d"; done
@@ -132,7 +132,7 @@ for f in reward.txt reward.json; do
   [ -f "$priv/logs/verifier/$f" ] && [ ! -L "$priv/logs/verifier/$f" ] \
     && { printf '\n%s %s\n' "$nonce" "$f"; head -c 65536 "$priv/logs/verifier/$f"; }
 done
-printf '\n%s end %s\n' "$nonce" "$rc"
+exit $rc
 """
 
 # The agent's command, bounded by `timeout` (which signals its whole process group), and
@@ -224,18 +224,15 @@ def _tests_tar(task: Task, stage: Stage, top: str, nonce: str) -> bytes:
     return _tar(files)
 
 
-def _split_verifier_output(text: str, nonce: str) -> tuple[str, dict[str, bytes], int | None]:
-    """The verifier's own output, the reward files behind `nonce` lines, and its exit code."""
+def _split_verifier_output(text: str, nonce: str) -> tuple[str, dict[str, bytes]]:
+    """The verifier's own output, and the reward files printed after it behind `nonce` lines."""
     parts = text.split(f"\n{nonce} ")
     files: dict[str, bytes] = {}
-    code = None
     for part in parts[1:]:
-        head, _, body = part.partition("\n")
-        if head in ("reward.txt", "reward.json"):
-            files[head] = body.encode("utf-8", errors="replace")
-        elif head.startswith("end "):
-            code = int(head.split()[1]) if head.split()[1].lstrip("-").isdigit() else None
-    return parts[0], files, code
+        name, _, body = part.partition("\n")
+        if name in ("reward.txt", "reward.json"):
+            files[name] = body.encode("utf-8", errors="replace")
+    return parts[0], files
 
 
 class DockerShell(PersistentShell):
@@ -375,23 +372,22 @@ class DockerEnvironment:
             shell._release()
         if run.exit_code == 86:
             raise SandboxError(f"container {self.container_id[:12]}: {run.output[-400:]}")
-        output, files, code = _split_verifier_output(run.output, nonce)
+        output, files = _split_verifier_output(run.output, nonce)
         with tempfile.TemporaryDirectory(prefix="hrbench-reward-") as tmp:
             for name, data in files.items():
                 (Path(tmp) / name).write_bytes(data)
             reward, rewards = _read_reward(Path(tmp))
-        result = run.model_copy(update={"output": output, "exit_code": code if code is not None else run.exit_code})
-        return VerifierResult(reward=reward, passed=reward >= 1.0 - 1e-9, output=result.output[-4000:],
-                              duration_s=result.duration_s, rewards=rewards)
+        return VerifierResult(reward=reward, passed=reward >= 1.0 - 1e-9, output=output[-4000:],
+                              duration_s=run.duration_s, rewards=rewards)
 
     # -- lifetime --------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the shells and remove the container (its processes die with it)."""
-        for shell in list(self.shells):
-            shell.close()
+        """Remove the container (every process in it dies with it), then the shells' attach processes."""
         self.backend.remove_container(self.container_id)
         self.alive = False
+        for shell in list(self.shells):
+            shell._release()
 
 
 class DockerBackend:

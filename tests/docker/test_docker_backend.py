@@ -25,8 +25,10 @@ def env(backend: DockerBackend):
     environment.close()
 
 
-@pytest.mark.parametrize("path", [TINY_TASK, REPO / "task_registry" / "file-housekeeping",
-                                  REPO / "task_registry" / "library-catalog-db"], ids=lambda p: p.name)
+BUILTIN = sorted(p.parent for p in (REPO / "task_registry").glob("*/task.toml"))
+
+
+@pytest.mark.parametrize("path", [TINY_TASK, *BUILTIN], ids=lambda p: p.name)
 def test_reference_passes_and_nothing_fails_every_stage(backend: DockerBackend, path: Path):
     rows = audit_task(load_task(path), backend)
     assert rows and all(r.ok for r in rows), [r.problem for r in rows if not r.ok]
