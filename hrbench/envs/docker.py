@@ -254,6 +254,11 @@ class DockerShell(PersistentShell):
         host = env.backend.docker_host
         argv = [sys.executable, "-m", "hrbench.envs.docker", "attach", exec_id] + ([host] if host else [])
         super().__init__(argv, cgroup=None)
+        # Ready before the agent types: starting the attach process and the exec takes a second or
+        # so (local's shell starts at once), which must not eat the first command's wait.
+        if not self.send("", 60):
+            raise SandboxError(f"container {env.container_id[:12]}: the persistent shell did not start within 60 s")
+        self.read()
 
     def interrupt(self) -> None:
         if self._env.alive:
