@@ -146,7 +146,7 @@ _WRAP = ('timeout -s KILL "$1" bash -c "$2" & p=$!; { wait $p; } 2>/dev/null; rc
 _MAIN = ["sleep", "infinity"]
 
 
-def _client(docker_host: str | None = None) -> "docker.DockerClient":
+def _client(docker_host: str | None = None) -> docker.DockerClient:
     import docker
 
     host = docker_host or os.environ.get("DOCKER_HOST")
@@ -241,7 +241,7 @@ class DockerShell(PersistentShell):
     The bash runs in the container, not below the attach process, so interrupt and close
     signal it from a root exec that finds it by the nonce on its command line."""
 
-    def __init__(self, env: "DockerEnvironment", max_pids: int):
+    def __init__(self, env: DockerEnvironment, max_pids: int):
         self._env = env
         self.shell_id = secrets.token_hex(8)
         api = env.backend.client.api
@@ -278,7 +278,7 @@ class DockerShell(PersistentShell):
 class DockerEnvironment:
     """One trial's container; every exec runs in it as the agent user."""
 
-    def __init__(self, backend: "DockerBackend", task: Task, container_id: str, user: str):
+    def __init__(self, backend: DockerBackend, task: Task, container_id: str, user: str):
         self.backend = backend
         self.task = task
         self.container_id = container_id
@@ -298,11 +298,14 @@ class DockerEnvironment:
         stream = api.exec_start(exec_id, stream=True)
 
         def pump() -> None:
+            import requests
+            import urllib3
+
             try:
                 for chunk in stream:
                     out.add(chunk)
-            except Exception:  # the connection dies when the container is removed under it
-                pass
+            except (OSError, requests.RequestException, urllib3.exceptions.HTTPError):
+                return  # the connection dies when the container is removed under it: the output so far stands
 
         reader = threading.Thread(target=pump, daemon=True, name="hrbench-docker-exec")
         reader.start()
@@ -411,14 +414,14 @@ class DockerBackend:
         self.tmp_mb = tmp_mb
         self.base_image = base_image
         self.docker_host = docker_host or os.environ.get("DOCKER_HOST")
-        self._client: "docker.DockerClient | None" = None
+        self._client: docker.DockerClient | None = None
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._known: set[str] = set()  # state images seen in the engine by this process
         self._users: dict[str, str] = {}  # image -> its agent user
 
     @property
-    def client(self) -> "docker.DockerClient":
+    def client(self) -> docker.DockerClient:
         if self._client is None:
             self._client = _client(self.docker_host)
         return self._client

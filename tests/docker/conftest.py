@@ -1,6 +1,6 @@
 """The docker suite's engine: podman's Docker API on a socket of this session, set up by the project's script.
 
-Every test here is `slow` (image builds, containers): scripts/test.sh runs them with `-m slow`.
+Every test here is `slow` (each module's pytestmark) (image builds, containers): scripts/test.sh runs them with `-m slow`.
 `scripts/podman.sh setup` is idempotent (a fraction of a second once the base image exists)."""
 
 from __future__ import annotations
@@ -19,13 +19,6 @@ PODMAN_SH = REPO / "scripts" / "podman.sh"
 DOCKER_FIXTURES = REPO / "tests" / "fixtures" / "docker-registry"
 
 
-def pytest_collection_modifyitems(items):
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.slow)
-
-
 def _conf() -> str:
     line = subprocess.run([str(PODMAN_SH), "env"], capture_output=True, text=True, check=True).stdout
     return line.split("CONTAINERS_CONF=")[1].split()[0]
@@ -41,12 +34,13 @@ def docker_host(tmp_path_factory) -> str:
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     host = f"unix://{sock}"
     import docker
+    import requests
 
     for _ in range(200):
         try:
             docker.DockerClient(base_url=host).ping()
             break
-        except Exception:
+        except (docker.errors.DockerException, requests.ConnectionError):
             if service.poll() is not None:
                 raise RuntimeError(f"podman system service exited: {service.stderr.read().decode()[-2000:]}")
             time.sleep(0.05)

@@ -17,6 +17,8 @@ from tests.docker.conftest import DOCKER_FIXTURES, REPO, hrbench_containers
 
 TREE_TASK = DOCKER_FIXTURES / "tree-tools"
 
+pytestmark = pytest.mark.slow  # podman, image builds, containers
+
 
 @pytest.fixture
 def env(backend: DockerBackend):

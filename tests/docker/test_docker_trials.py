@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from hrbench.agents.oracle import OracleAgent
 from hrbench.agents.sim import SimAgent
 from hrbench.envs.docker import DockerBackend
@@ -11,6 +13,8 @@ from hrbench.protocol import CONDITIONS, CheckpointProtocol, SimParams
 from hrbench.tasks.loader import load_task
 from tests.conftest import TINY_TASK
 from tests.docker.conftest import hrbench_containers
+
+pytestmark = pytest.mark.slow  # podman, image builds, containers
 
 
 class ShellOracle(OracleAgent):
