@@ -235,3 +235,20 @@ def test_verifier_output_cannot_forge_a_reward_and_a_hung_verifier_times_out(bac
         assert hung.reward == 0 and 3 <= hung.duration_s < 20
     finally:
         environment.close()
+
+
+def test_a_long_command_goes_in_as_a_file_and_is_removed(env: DockerEnvironment):
+    script = "cat > /app/long.txt <<'EOF'\n" + "x" * 150_000 + "\nEOF\nwc -c < /app/long.txt\n"
+    result = env.exec(script, 30)
+    assert result.exit_code == 0 and result.output.split() == ["150001"]
+    assert env.exec("ls /run | grep -c hrbench-cmd || true", 10).output.split() == ["0"]
+
+
+def test_network_only_where_the_task_allows_it(backend: DockerBackend, tiny_task_copy: Path):
+    toml = tiny_task_copy / "task.toml"
+    toml.write_text(toml.read_text().replace('[environment]\n', '[environment]\nallow_internet = true\n'))
+    environment = backend.start(load_task(tiny_task_copy), 0)
+    try:
+        assert "eth0" in environment.exec("ls /sys/class/net", 10).output.split()
+    finally:
+        environment.close()
