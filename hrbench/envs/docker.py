@@ -403,11 +403,11 @@ class DockerBackend:
 
     name = "docker"
 
-    def __init__(self, cache_dir: Path, scratch_dir: Path | None = None, memory_mb: int = 1024,
-                 cpus: float = 1.0, pids_limit: int = 256, tmp_mb: int = 256,
-                 base_image: str = DEFAULT_BASE_IMAGE, docker_host: str | None = None):
+    def __init__(self, cache_dir: Path, memory_mb: int = 1024, cpus: float = 1.0, pids_limit: int = 256,
+                 tmp_mb: int = 256, base_image: str = DEFAULT_BASE_IMAGE, docker_host: str | None = None):
+        """`cache_dir` holds only the build locks (the images live in the engine); trajectories go
+        beside it, as with local."""
         self.cache_dir = Path(cache_dir)
-        self.scratch_dir = Path(scratch_dir) if scratch_dir else self.cache_dir / "scratch"
         self.memory_mb = memory_mb
         self.cpus = cpus
         self.pids_limit = pids_limit
@@ -501,7 +501,7 @@ class DockerBackend:
         return image.id
 
     def _agent_user(self, image: str) -> str:
-        """The image's own USER when it names a non-root one, else uid 1000."""
+        """The image's own USER when it names a non-root one, else the sandbox uid 47000."""
         user = (self.client.images.get(image).attrs.get("Config") or {}).get("User") or ""
         return user if user not in ("", "root", "0", "0:0") else AGENT_USER
 
@@ -509,12 +509,12 @@ class DockerBackend:
         """The image of the oracle state after the first `stages_done` stages, built once and reused."""
         self.check_supported(task)
         ref = self.state_image(task, stages_done)
+        if ref in self._known:
+            return ref
         lock_path = self.cache_dir / "locks" / f"{ref.replace('/', '_').replace(':', '_')}.lock"
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         # A thread lock here and a file lock for other processes on this host (Dagster's multiprocess
         # executor runs partitions of one task side by side); the engine's tag is the cache.
-        if ref in self._known:
-            return ref
         with self._lock(ref), open(lock_path, "w") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
             if self._has_image(ref):
@@ -551,6 +551,7 @@ class DockerBackend:
                     self._commit(env, ref, env.user)
                 finally:
                     env.close()
+            self._known.add(ref)
             return ref
 
     def _commit(self, env: DockerEnvironment, ref: str, user: str) -> None:
