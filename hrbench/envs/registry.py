@@ -1,7 +1,8 @@
 """Environment backends by name: a study's trials run on whichever backend is registered as asked.
 
-`local` (bubblewrap sandboxes, envs/local.py) is registered here; another backend (e.g. `docker`)
-registers beside it with `register_backend` and is then chosen by name, never by class.
+`local` (bubblewrap sandboxes, envs/local.py) and `docker` (any Docker-API engine, envs/docker.py)
+are registered here; another backend registers beside them with `register_backend` and is then
+chosen by name, never by class.
 """
 
 from __future__ import annotations
@@ -67,3 +68,13 @@ def _local(options: BackendOptions) -> Backend:
 
 
 register_backend("local", _local)
+
+
+def _docker(options: BackendOptions) -> Backend:
+    # Imported on use: the docker SDK and an engine are needed only by studies that ask for them.
+    from hrbench.envs.docker import DockerBackend
+
+    return DockerBackend(cache_dir=options.cache_dir, memory_mb=options.memory_mb)
+
+
+register_backend("docker", _docker)
