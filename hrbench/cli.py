@@ -85,7 +85,8 @@ def report(study: Path = typer.Argument(..., help="study YAML file"),
         tables = current_tables(
             run.design,
             pd.concat([stores.read_all(stores.table_name("horizon_residuals", c)) for c in run.study.condition_names]),
-            stores.read_all("intervention_contrasts"), stores.read_all("sensitivity_sweep"))
+            stores.read_all("intervention_contrasts"), stores.read_all("sensitivity_sweep"),
+            stores.read_all("resource_accounting"))
     except (StudyError, TaskError, MissingTrials) as exc:
         err.print(f"[red]error:[/] {exc}; run `hrbench run {study} --out {out}` first")
         raise typer.Exit(1) from exc
