@@ -54,8 +54,11 @@ def test_demo_recovers_the_known_residuals_and_what_moves_them(tmp_path: Path):
     for condition in ("baseline", "context_reset", "state_repair", "compaction"):
         assert _covers(overall[("sim-steady", condition)], 0.0), condition
     assert verdict["sim-steady"]["verdict"] == "robust null"
-    # Each of these intervals contains its sim truth.
-    for row in overall.values():
+    # Each of these intervals contains its sim truth (the intervals named above; with ~20 intervals at 95%
+    # some other one misses its truth in most seeds: benchmarks/conditions_acceptance.py counts them all).
+    named = [overall[("sim-rotting", c)] for c in ("baseline", "context_reset", "state_repair")] + \
+        [overall[("sim-fragile", c)] for c in ("baseline", "state_repair", "context_reset")]
+    for row in named:
         assert _covers(row, row["true_gamma"]), (row["agent"], row["condition"])
-    for row in contrast.values():
-        assert _covers(row, row["true_delta_gamma"]), (row["agent"], row["condition"])
+    for agent, condition in (("sim-rotting", "context_reset"), ("sim-fragile", "state_repair")):
+        assert _covers(contrast[(agent, condition)], contrast[(agent, condition)]["true_delta_gamma"])
