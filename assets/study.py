@@ -119,20 +119,31 @@ def build_study_assets(agent_task: MultiPartitionsDefinition, conditions: list[s
         return Output(frame, metadata=_meta(run, frame, choices=int(overall["n_choices"]),
                                             verdict_all=str(overall["verdict"])))
 
+    @asset(partitions_def=AGENTS, ins={"checkpoint_trials": AssetIn(partition_mapping=BY_AGENT), **natural_ins})
+    def resource_accounting(context: AssetExecutionContext, study: StudyResource, checkpoint_trials: pd.DataFrame,
+                            **natural: pd.DataFrame) -> Output[pd.DataFrame]:
+        """Turns, tokens, wall time and cost per condition and trial kind, side by side."""
+        run = study.run()
+        frame = analysis.resource_accounting(run.design, context.partition_key, checkpoint_trials,
+                                             pd.concat(natural.values(), ignore_index=True))
+        return Output(frame, metadata=_meta(run, frame))
+
     # A study of the baseline alone has no intervention to contrast: no contrasts asset.
     interventions = len(conditions) > 1
     report_ins = {f"residuals_{c}": AssetIn(key=AssetKey([c, "horizon_residuals"])) for c in conditions}
     report_ins["sensitivity_sweep"] = AssetIn()
+    report_ins["resource_accounting"] = AssetIn()
     if interventions:
         report_ins["intervention_contrasts"] = AssetIn()
 
     @asset(ins=report_ins)
-    def study_report(study: StudyResource, sensitivity_sweep: pd.DataFrame, **tables_in: pd.DataFrame) -> MaterializeResult:
+    def study_report(study: StudyResource, sensitivity_sweep: pd.DataFrame, resource_accounting: pd.DataFrame,
+                     **tables_in: pd.DataFrame) -> MaterializeResult:
         """The HTML report and summary.json: residuals per condition, contrasts, sensitivity, lineage."""
         run = study.run()
         contrasts = tables_in.pop("intervention_contrasts", pd.DataFrame())
         tables = analysis.current_tables(run.design, pd.concat(tables_in.values(), ignore_index=True),
-                                         contrasts, sensitivity_sweep)
+                                         contrasts, sensitivity_sweep, resource_accounting)
         summary = write_summary(run.design, tables, run.stores.summary_path)
         report = write_report(run.design, tables, run.stores.report_path)
         return MaterializeResult(metadata={
@@ -142,7 +153,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition, conditions: list[s
 
     return [task_catalog, verifier_audit, preregistration, *([prefix_rollouts] if prefix_rollouts else []),
             checkpoint_trials, *branches,
-            *([intervention_contrasts] if interventions else []), sensitivity_sweep, study_report]
+            *([intervention_contrasts] if interventions else []), sensitivity_sweep, resource_accounting, study_report]
 
 
 def _condition_branch(condition: str, agent_task: MultiPartitionsDefinition) -> list[AssetsDefinition]:

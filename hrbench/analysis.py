@@ -301,6 +301,7 @@ class ReportTables:
     residuals: pd.DataFrame
     contrasts: pd.DataFrame
     sweep: pd.DataFrame
+    resources: pd.DataFrame
 
     @property
     def sensitivity(self) -> pd.DataFrame:
@@ -308,7 +309,7 @@ class ReportTables:
 
 
 def current_tables(design: StudyDesign, residuals: pd.DataFrame, contrasts: pd.DataFrame,
-                   sweep: pd.DataFrame) -> ReportTables:
+                   sweep: pd.DataFrame, resources: pd.DataFrame) -> ReportTables:
     """Residuals (every declared condition), contrasts and the sweep of this pre-registration and its agents."""
     residuals = current_residuals(design, residuals)
     missing = sorted(set(design.study.condition_names) - set(residuals["condition"]))
@@ -319,6 +320,7 @@ def current_tables(design: StudyDesign, residuals: pd.DataFrame, contrasts: pd.D
         residuals=residuals,
         contrasts=current_residuals(design, contrasts, "intervention_contrasts") if interventions else contrasts,
         sweep=current_residuals(design, sweep, "sensitivity_sweep"),
+        resources=current_residuals(design, resources, "resource_accounting"),
     )
 
 
@@ -373,11 +375,20 @@ SWEEP_DIMENSIONS = ("protocol", "baseline_model", "zero_rule", "decomposition")
 
 
 def sensitivity_estimands(study: Study) -> list[Estimand]:
-    """Every admissible choice for the baseline condition: protocols × baseline models × zero rules × decompositions."""
+    """Every admissible choice for the baseline condition.
+
+    Baseline models and zero rules only recompute from the same trials, so every combination is in
+    the set; checkpoint protocols and decompositions each need trials of their own, so they vary one
+    at a time around the declared ones (an admissible protocol under the declared decomposition, an
+    admissible decomposition under the declared protocol).
+    """
     models = list(dict.fromkeys([study.baseline_model, *study.sensitivity.baseline_models]))
     rules = list(dict.fromkeys([study.zero_rule, *study.sensitivity.zero_rules]))
+    declared = study.checkpoint_protocol("baseline")
+    runs = [(p, "stages") for p in study.admissible_protocols()] + \
+        [(declared, d) for d in study.decompositions() if d != "stages"]
     return [Estimand(condition="baseline", protocol=p, zero_rule=z, baseline_model=b, decomposition=d)
-            for p in study.admissible_protocols() for b in models for z in rules for d in study.decompositions()]
+            for p, d in runs for b in models for z in rules]
 
 
 def sensitivity_sweep(design: StudyDesign, agent: str, checkpoint: pd.DataFrame, natural: pd.DataFrame) -> pd.DataFrame:
@@ -449,3 +460,24 @@ def sensitivity_verdicts(sweep: pd.DataFrame) -> pd.DataFrame:
                      "gamma_max": float(gamma.max()), "verdict": verdict, "driver": driver,
                      "n_choices": int(len(group)), "true_gamma": group["true_gamma"].iloc[0]})
     return pd.DataFrame(rows)
+
+
+def resource_accounting(design: StudyDesign, agent: str, checkpoint: pd.DataFrame, natural: pd.DataFrame) -> pd.DataFrame:
+    """Turns, tokens, wall time and cost per condition and trial kind, side by side (shared checkpoint
+    trials are counted once, under every condition whose prediction uses them)."""
+    study = design.study
+    checkpoint = checkpoint[checkpoint["prereg_sha256"] == design.prereg_sha256]
+    natural = natural[natural["prereg_sha256"] == design.prereg_sha256]
+    rows = []
+    for condition in study.condition_names:
+        phash = study.checkpoint_protocol(condition).protocol_hash()
+        for kind, trials in (("checkpoint", checkpoint[checkpoint["protocol"] == phash]),
+                             ("natural", natural[natural["condition"] == condition])):
+            rows.append({
+                "agent": agent, "condition": condition, "kind": kind, "trials": int(len(trials)),
+                "turns": int(trials["turns"].sum()), "tokens_in": int(trials["tokens_in"].sum()),
+                "tokens_out": int(trials["tokens_out"].sum()), "wall_s": float(trials["wall_s"].sum()),
+                "cost_usd": float(trials["cost_usd"].sum()), "harness_errors": harness_errors(trials),
+                "shared_protocol": phash if kind == "checkpoint" else None,
+            })
+    return design.stamp(pd.DataFrame(rows))

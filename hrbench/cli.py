@@ -71,16 +71,29 @@ def _run(study: Path, out: Path) -> None:
     finally:
         lock.release()
     summary = json.loads((run.out_dir / "summary.json").read_text())
+    fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
     table = Table(title=f"Horizon residuals · {summary['study']} · prereg {summary['prereg_sha256'][:12]}")
-    for column in ("agent", "scope", "name", "P_exp", "P_obs", "Γ", "95% CI", "true Γ"):
-        table.add_column(column, justify="right" if column not in ("agent", "scope", "name") else "left")
+    for column in ("agent", "condition", "scope", "name", "P_exp", "P_obs", "Γ", "CI", "true Γ"):
+        table.add_column(column, justify="right" if column not in ("agent", "condition", "scope", "name") else "left")
     for r in summary["residuals"]:
         if r["scope"] == "task":
             continue
-        fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
-        table.add_row(r["agent"], r["scope"], escape(r["name"]), fmt(r["p_expected"]), fmt(r["p_observed"]),
+        table.add_row(r["agent"], r["condition"], r["scope"], escape(r["name"]), fmt(r["p_expected"]), fmt(r["p_observed"]),
                       fmt(r["gamma"]), f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]", fmt(r["true_gamma"]))
     console.print(table)
+    if summary["contrasts"]:
+        table = Table(title="Interventions: ΔΓ(I) = Γ(baseline) − Γ(I), overall, paired over tasks")
+        for column in ("agent", "condition", "ΔΓ", "CI", "true ΔΓ"):
+            table.add_column(column)
+        for r in summary["contrasts"]:
+            if r["scope"] == "all":
+                table.add_row(r["agent"], r["condition"], fmt(r["delta_gamma"]),
+                              f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]", fmt(r["true_delta_gamma"]))
+        console.print(table)
+    for r in summary["sensitivity"]:
+        if r["scope"] == "all":
+            console.print(f"sensitivity {r['agent']}: {r['verdict']}, Γ in [{fmt(r['gamma_min'])}, "
+                          f"{fmt(r['gamma_max'])}] over {r['n_choices']} choices (driver: {r['driver']})")
     console.print(f"report: {run.out_dir / 'report.html'}", markup=False)
     console.print(f"summary: {run.out_dir / 'summary.json'}", markup=False)
 
@@ -115,7 +128,8 @@ def report(study: Path = typer.Argument(..., help="study YAML file"),
         tables = current_tables(
             run.design,
             pd.concat([stores.read_all(stores.table_name("horizon_residuals", c)) for c in run.study.condition_names]),
-            stores.read_all("intervention_contrasts"), stores.read_all("sensitivity_sweep"))
+            stores.read_all("intervention_contrasts"), stores.read_all("sensitivity_sweep"),
+            stores.read_all("resource_accounting"))
     except (StudyError, TaskError, MissingTrials) as exc:
         raise _fail(exc, hint=f"; run `hrbench run {study} --out {out}` first") from exc
     console.print(f"report: {write_report(run.design, tables, run.stores.report_path)}", markup=False)

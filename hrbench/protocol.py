@@ -279,9 +279,10 @@ class Study(Frozen):
         return self.condition(condition).checkpoint.apply(self.checkpoint)
 
     def admissible_protocols(self) -> list[CheckpointProtocol]:
-        """The sweep's checkpoint protocols: the declared one, then the admissible variants (distinct)."""
+        """The sweep's checkpoint protocols: the baseline's, then the admissible variants of it (distinct)."""
         found: dict[str, CheckpointProtocol] = {}
-        for p in [self.checkpoint] + [v.apply(self.checkpoint) for v in self.sensitivity.protocols]:
+        base = self.checkpoint_protocol("baseline")
+        for p in [base] + [v.apply(base) for v in self.sensitivity.protocols]:
             found.setdefault(p.protocol_hash(), p)
         return list(found.values())
 

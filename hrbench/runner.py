@@ -62,9 +62,9 @@ class TrialRunner:
         """The stages (and merged segments) a protocol's checkpoint trials start from."""
         study, t = self.design.study, self.design.task(task)
         units = segments(t, "stages")
-        sweep = {p.protocol_hash() for p in study.admissible_protocols()}
-        for d in study.decompositions():
-            if d != "stages" and protocol_hash in sweep:
+        # A coarser decomposition is swept under the declared protocol (analysis.sensitivity_estimands).
+        if protocol_hash == study.checkpoint_protocol("baseline").protocol_hash():
+            for d in study.decompositions():
                 units += [u for u in segments(t, d) if len(u) > 1 and u not in units]
         return units
 

@@ -82,7 +82,8 @@ def run_study(study_path: str | Path, out_dir: str | Path, console: Console | No
             step(per_condition("natural_trials"), str(MultiPartitionKey({"agent": agent, "task": task.name})),
                  f"natural trials {agent}/{task.name}")
         contrasts = ["intervention_contrasts"] if len(conditions) > 1 else []
-        step(per_condition("observed_success", "horizon_residuals") + contrasts + ["sensitivity_sweep"],
+        step(per_condition("observed_success", "horizon_residuals") + contrasts
+             + ["sensitivity_sweep", "resource_accounting"],
              agent, f"residuals, contrasts and sensitivity {agent}")
         console.print(f"  agent {agent}: done")
     step(["study_report"], label="report")

@@ -35,7 +35,7 @@ def test_every_table_carries_the_preregistered_hash(finished_study: Path):
     tables = list((finished_study / "tables").rglob("*.parquet"))
     names = {p.relative_to(finished_study / "tables").parts[0].removesuffix(".parquet") for p in tables}
     assert names == {"task_catalog", "verifier_audit", "preregistration", "checkpoint_trials", "baseline",
-                     "sensitivity_sweep"}  # the baseline alone: its branch, no contrasts
+                     "sensitivity_sweep", "resource_accounting"}  # the baseline alone: its branch, no contrasts
     branch = {p.relative_to(finished_study / "tables" / "baseline").parts[0] for p in tables
               if p.is_relative_to(finished_study / "tables" / "baseline")}
     assert branch == {"stage_estimates", "expected_success", "natural_trials", "observed_success", "horizon_residuals"}

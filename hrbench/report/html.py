@@ -133,6 +133,9 @@ natural rollouts m<sub>0</sub>={study.trials.natural} · bootstrap {study.bootst
 <h2>Forest plot</h2><img alt="forest plot" src="{forest_plot(residuals)}">
 <h2>Residual table</h2>{residual_table_html(residuals)}
 {extra}
+<h2>Resources per condition</h2>{residual_table_html(tables.resources, ["agent", "condition", "kind", "trials", "turns",
+                                                                     "tokens_in", "tokens_out", "wall_s", "cost_usd",
+                                                                     "harness_errors", "shared_protocol"])}
 </body></html>"""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page)
