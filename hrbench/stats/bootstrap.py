@@ -3,9 +3,10 @@
 Two resampling schemes (DESIGN §7):
 
 * **trial-level** (tasks fixed): for each task, checkpoint counts are redrawn as
-  ``k*_i ~ Bin(m_i, k_i/m_i)`` and the natural rollouts as the chain
-  ``passed*_1 ~ Bin(m_0, p̂_1)``, ``passed*_{i+1} ~ Bin(passed*_i, passed_{i+1}/passed_i)``,
-  which is exactly multinomial resampling of the rollout depths.
+  ``k*_i ~ Bin(m_i, p̂_i)`` and the natural rollouts as the chain
+  ``passed*_1 ~ Bin(m_0, p̂_1)``, ``passed*_{i+1} ~ Bin(passed*_i, p̂_{i+1})`` with
+  ``p̂ = k/m`` (multinomial resampling of the rollout depths), except at a boundary
+  count (0 or m), which is resampled from the Jeffreys mean (:func:`resampling_proportion`).
 * **hierarchical**: tasks are redrawn with replacement within their family
   (stratified: the family mix is part of the design). The default
   (:func:`rescaled_task_resample_gammas`) keeps each drawn task's estimates (one
@@ -94,9 +95,7 @@ def pack(tasks: Sequence[TaskOutcomes]) -> Packed:
     for j, t in enumerate(tasks):
         n = t.n_stages
         k[j, :n], m[j, :n], mask[j, :n] = t.checkpoint_k, t.checkpoint_m, True
-        reached = t.reached
-        # A stage nobody reached cannot be resampled into being reached; 0 is arbitrary.
-        chain_p[j, :n] = np.divide(t.passed, reached, out=np.zeros(n), where=reached > 0)
+        chain_p[j, :n] = resampling_proportion(t.passed, t.reached)
     families = tuple(dict.fromkeys(t.family for t in tasks))
     fam_idx = np.array([families.index(t.family) for t in tasks])
     return Packed(
@@ -110,6 +109,19 @@ def pack(tasks: Sequence[TaskOutcomes]) -> Packed:
         family_index=fam_idx,
         families=families,
     )
+
+
+def resampling_proportion(k: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """The proportion a count is resampled from: k/m, but (k+½)/(m+1) at k = 0 or k = m.
+
+    Resampling a boundary count from k/m gives it zero variance (every replicate is
+    0 or m again), which collapsed intervals onto a point (issue 8). The Jeffreys mean
+    moves the resampling distribution *into* the parameter space, the only side the
+    truth can lie on (q ≤ 1 when k = m). A stage nobody reached (m = 0) gives ½.
+    """
+    k, m = np.asarray(k, np.float64), np.asarray(m, np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((k <= 0) | (k >= m), (k + 0.5) / (m + 1), k / m)
 
 
 # --------------------------------------------------------------------------- quantiles
@@ -273,7 +285,7 @@ def _bank_chunk(
     W = log_table.shape[0]
     flat_table = log_table.ravel()
     # Checkpoints: one distribution per task-stage; rows laid out (task, stage, replicate).
-    p_hat = np.divide(k, m, out=np.zeros(k.shape), where=m > 0)
+    p_hat = np.where(m > 0, resampling_proportion(k, m), 0.0)
     ck = binomial_tables(m.ravel(), p_hat.ravel(), int(m.max()) + 1)
     rows = np.repeat(np.arange(Tc * S, dtype=np.int32), K)
     kstar = ck.sample(rows, rng.random(Tc * S * K))
@@ -511,7 +523,7 @@ def rescaled_task_resample_gammas(
     used for expected and observed. A family with a single task carries no
     between-task information: its sum takes that task's trial-level replicate from
     ``bank`` (the two-stage scheme's value for one task), or stays fixed without a bank.
-    A rescaled sum that falls below 0 gives an undefined (NaN) replicate. Under
+    A rescaled sum that falls below 0 is clipped at 0 (Γ* = ±inf, kept as an order statistic). Under
     ``exclude`` a single-task family's bank replicate with an undefined log drops out
     (0/0: NaN), as in the two-stage scheme.
     """
@@ -541,7 +553,9 @@ def rescaled_task_resample_gammas(
         else:
             scaled[:, f, :] = obs[f]
     both = np.concatenate([scaled, scaled.sum(axis=1, keepdims=True)], axis=1)  # (n_boot, G, 2)
-    both[both < 0] = np.nan  # rescaling pushed a sum below 0: undefined replicate
+    # Rescaling can push a sum below 0; such a replicate is kept, not dropped (dropping cut off
+    # one tail, issue 8): the sum is clipped at 0, so its log is -inf and Γ* = ±inf.
+    np.maximum(both, 0.0, out=both)
     sums = (both[..., 0], both[..., 1])
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log(sums[0]) - np.log(sums[1])
