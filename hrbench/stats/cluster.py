@@ -20,50 +20,48 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 #: Below this many degrees of freedom the tasks-sampled interval is t-based with so few df
 #: that it is conservative (calibration, docs/statistics.md §11): flagged ``few-tasks``.
 FEW_TASKS_DF = 4.0
 
 
-def _jeffreys_log_limits(k: np.ndarray, m: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """ln of the equal-tailed Jeffreys limits of k of m; upper limit 1 (ln 0) at k = m."""
+def jeffreys_log_limits(k: np.ndarray, m: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """ln of the equal-tailed Jeffreys limits of k of m (elementwise): Beta(k+½, m−k+½)
+    quantiles, with the boundary modification of Brown, Cai & DasGupta (2001): lower
+    limit 0 (ln = −inf) at k = 0, upper limit 1 (ln = 0) at k = m."""
     alpha = 1 - level
     k, m = np.asarray(k, np.float64), np.asarray(m, np.float64)
-    low = stats.beta.ppf(alpha / 2, k + 0.5, m - k + 0.5)
-    high = np.where(k >= m, 1.0, stats.beta.ppf(1 - alpha / 2, k + 0.5, m - k + 0.5))
+    a, b = k + 0.5, np.maximum(m - k, 0) + 0.5
+    low = special.betaincinv(a, b, alpha / 2)
+    high = np.where(k >= m, 1.0, special.betaincinv(a, b, 1 - alpha / 2))
     with np.errstate(divide="ignore"):
         return np.log(np.where(k <= 0, 0.0, low)), np.log(high)
 
 
 def mover_gamma_interval(
     log_q: np.ndarray,
-    k: np.ndarray,
-    m: np.ndarray,
+    q_limits: tuple[np.ndarray, np.ndarray],
     log_r: np.ndarray,
-    passed: np.ndarray,
-    reached: np.ndarray,
-    level: float,
+    r_limits: tuple[np.ndarray, np.ndarray],
 ) -> tuple[float, float]:
-    """MOVER interval of Σ ln q_i − Σ ln r_i from per-term Jeffreys limits.
+    """MOVER interval of Σ ln q_i − Σ ln r_i from per-term log-limits (:func:`jeffreys_log_limits`).
 
     With θ̂ = Σ log_q − Σ log_r (the point estimate, under the declared rule) and
-    [l_i, u_i] the Jeffreys limits of each log-proportion,
+    [l_i, u_i] the limits of each log-proportion,
 
         L = θ̂ − sqrt(Σ (θ̂_qi − l_qi)² + Σ (u_ri − θ̂_ri)²)
         U = θ̂ + sqrt(Σ (u_qi − θ̂_qi)² + Σ (θ̂_ri − l_ri)²)
 
-    (Zou & Donner 2008, Stat. Med. 27:1693; Newcombe 1998 for single differences). A
-    term at k = m has u = 0 but l < θ̂, so the interval never collapses. Callers pass
-    only terms whose raw count is positive (otherwise Γ is reported as a bound).
+    (Zou & Donner 2008, Stat. Med. 27:1693–1702; Newcombe 1998 for one difference). A
+    term at k = m has u = 0 but l < θ̂, so the interval never collapses; a term at k = 0
+    has l = −inf, so its side of the interval is open.
     """
-    lq_lo, lq_hi = _jeffreys_log_limits(k, m, level)
-    lr_lo, lr_hi = _jeffreys_log_limits(passed, reached, level)
+    (lq_lo, lq_hi), (lr_lo, lr_hi) = q_limits, r_limits
     log_q, log_r = np.asarray(log_q, np.float64), np.asarray(log_r, np.float64)
     theta = float(log_q.sum() - log_r.sum())
-    # A smoothed point may sit a hair outside [l, u] (e.g. haldane at k = m gives
-    # (m+½)/(m+1) < u = 1 — inside; raw k/m at k = m equals u): clip at 0.
+    # A raw point at k = m equals u (difference 0); clip float noise below 0.
     down = np.sum(np.maximum(log_q - lq_lo, 0) ** 2) + np.sum(np.maximum(lr_hi - log_r, 0) ** 2)
     up = np.sum(np.maximum(lq_hi - log_q, 0) ** 2) + np.sum(np.maximum(log_r - lr_lo, 0) ** 2)
     return theta - math.sqrt(down), theta + math.sqrt(up)
@@ -126,6 +124,7 @@ def cluster_t_intervals(
     T, G = wmat.shape
     low, high, se, df = (np.full(G, np.nan) for _ in range(4))
     n_multi = np.zeros(G, np.int64)
+    z = float(stats.norm.ppf(0.5 + level / 2))
     for g in range(G):
         w = wmat[:, g]
         live = w > 0
@@ -139,18 +138,19 @@ def cluster_t_intervals(
         for f in np.unique(stratum[live]):
             s = live & (stratum == f)
             n = int(s.sum())
-            floor = float(tau[s].sum())
             if n == 1:
-                v_tot += floor
+                v_tot += float(tau[s].sum())
                 continue
-            v = max(n / (n - 1) * float(np.sum((x[s] - x[s].mean()) ** 2)), floor)
+            v = n / (n - 1) * float(np.sum((x[s] - x[s].mean()) ** 2))
             v_tot += v
             denom += v * v / (n - 1)
             n_multi[g] += 1
-        if n_multi[g] == 0 or denom <= 0:
+        if n_multi[g] == 0:
             continue
-        nu = v_tot**2 / denom
-        half = float(stats.t.ppf(0.5 + level / 2, nu)) * math.sqrt(v_tot)
+        v_trial = float(tau[live].sum())
+        nu = v_tot**2 / denom if denom > 0 else math.inf
+        t_half = float(stats.t.ppf(0.5 + level / 2, nu)) * math.sqrt(v_tot)
         theta = math.log(E) - math.log(O)
-        low[g], high[g], se[g], df[g] = theta - half, theta + half, math.sqrt(v_tot), nu
+        half = max(t_half, z * math.sqrt(v_trial))
+        low[g], high[g], se[g], df[g] = theta - half, theta + half, math.sqrt(max(v_tot, v_trial)), nu
     return ClusterT(low=low, high=high, se=se, df=df, n_multi=n_multi)

@@ -44,7 +44,13 @@ from hrbench.stats.bootstrap import (
     trial_bank,
     trial_variants,
 )
-from hrbench.stats.cluster import FEW_TASKS_DF, cluster_t_intervals, mover_gamma_interval, trial_variances
+from hrbench.stats.cluster import (
+    FEW_TASKS_DF,
+    cluster_t_intervals,
+    jeffreys_log_limits,
+    mover_gamma_interval,
+    trial_variances,
+)
 from hrbench.stats.data import TaskOutcomes, ZeroRule
 from hrbench.stats.estimate import BoundSide, TaskEstimate, estimate_task
 from hrbench.stats.intervals import lower_bound_exact, upper_bound_exact
@@ -228,17 +234,20 @@ class _TaskValues:
     stage_ci: list[tuple[float | None, float | None]]
 
 
-def _task_values(t: TaskOutcomes, e: TaskEstimate, level: float) -> _TaskValues:
+def _task_values(
+    t: TaskOutcomes, e: TaskEstimate, level: float, q_lim: tuple[np.ndarray, np.ndarray], r_lim: tuple[np.ndarray, np.ndarray]
+) -> _TaskValues:
     """Γ̂ with its MOVER–Jeffreys interval, or the exact one-sided bound when a raw count is 0.
 
-    Under every rule a task whose raw P̂_obs or some raw q̂_i is 0 gets ``gamma = None``:
+    ``q_lim``/``r_lim`` are the Jeffreys log-limits of the task's checkpoint and natural
+    conditional proportions (:func:`~hrbench.stats.cluster.jeffreys_log_limits`). Under
+    every rule a task whose raw P̂_obs or some raw q̂_i is 0 gets ``gamma = None``:
     smoothing would invent a finite residual there (issue 8: an agent that never passes
     got Γ = −2.6 [−2.6, −2.6]). What the data do say is a bound (``gamma_bound``).
     """
     k, m = t.checkpoint_k, t.checkpoint_m
-    passed, reached = t.passed, t.reached
     flags: list[str] = []
-    if bool(np.any(k == m) or passed[-1] == t.m0):
+    if bool(np.any(k == m) or t.passed[-1] == t.m0):
         flags.append("boundary")
     log_q = np.log(np.asarray(e.q))
     with np.errstate(divide="ignore"):
@@ -248,8 +257,8 @@ def _task_values(t: TaskOutcomes, e: TaskEstimate, level: float) -> _TaskValues:
         if term is None:
             stage_ci.append((None, None))
             continue
-        lo, hi = mover_gamma_interval(log_q[i : i + 1], k[i : i + 1], m[i : i + 1], log_r[i : i + 1],
-                                      passed[i : i + 1], reached[i : i + 1], level)
+        one = slice(i, i + 1)
+        lo, hi = mover_gamma_interval(log_q[one], (q_lim[0][one], q_lim[1][one]), log_r[one], (r_lim[0][one], r_lim[1][one]))
         stage_ci.append((_f(lo), _f(hi)))
     if e.excluded:
         return _TaskValues(None, math.nan, math.nan, "excluded", None, None, ["zero-rule", "excluded", *flags], stage_ci)
@@ -259,7 +268,7 @@ def _task_values(t: TaskOutcomes, e: TaskEstimate, level: float) -> _TaskValues:
         extra = ["one-sided"] if raw.bound else ["no-estimate"]
         method = "exact-bound" if raw.bound else "none"
         return _TaskValues(None, low, high, method, raw.bound, raw.bound_value, ["zero-rule", *extra, *flags], stage_ci)
-    low, high = mover_gamma_interval(log_q, k, m, log_r, passed, reached, level)
+    low, high = mover_gamma_interval(log_q, q_lim, log_r, r_lim)
     return _TaskValues(e.gamma, low, high, "mover-jeffreys", None, None, flags, stage_ci)
 
 
@@ -382,6 +391,22 @@ def _interval(
     return column_quantiles(reps, stats.norm.cdf(expanded_z(level, df, reps.shape[1])))
 
 
+def median_shift(reps: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """Median of the finite replicates minus the point estimate, per column (0 where undefined).
+
+    A boundary count is resampled from its Jeffreys mean, not from k/m (bootstrap.py), which
+    moves the replicates of a sum of raw P's off the point by about 1/(2m) per boundary
+    stage; with many tasks that shift is comparable to the interval. The percentile ends
+    are moved back by it, so the interval is centred on the point it is reported with.
+    """
+    shift = np.zeros(reps.shape[1])
+    for g in range(reps.shape[1]):
+        finite = reps[:, g][np.isfinite(reps[:, g])]
+        if finite.size and np.isfinite(theta[g]):
+            shift[g] = np.median(finite) - theta[g]
+    return shift
+
+
 def residual_table(
     tasks: Sequence[TaskOutcomes],
     zero_rule: ZeroRule = "jeffreys",
@@ -419,9 +444,20 @@ def residual_table(
     """
     tasks = list(tasks)
     ests = [estimate_task(t, zero_rule, level) for t in tasks]
-    values = [_task_values(t, e, level) for t, e in zip(tasks, ests)]
     pk: Packed = pack(tasks)
     T, S = pk.k.shape
+    # Jeffreys log-limits of every checkpoint and natural-conditional proportion at once.
+    passed = np.zeros((T, S), np.int64)
+    reached = np.zeros((T, S), np.int64)
+    for j, t in enumerate(tasks):
+        passed[j, : t.n_stages], reached[j, : t.n_stages] = t.passed, t.reached
+    q_lim = jeffreys_log_limits(pk.k, pk.m, level)
+    r_lim = jeffreys_log_limits(passed, reached, level)
+    values = [
+        _task_values(t, e, level, (q_lim[0][j, : t.n_stages], q_lim[1][j, : t.n_stages]),
+                     (r_lim[0][j, : t.n_stages], r_lim[1][j, : t.n_stages]))
+        for j, (t, e) in enumerate(zip(tasks, ests))
+    ]
     names, member = group_matrix(pk)
     kept = np.array([not e.excluded for e in ests])
     wmat = member * (pk.weights * kept)[:, None]
@@ -455,6 +491,8 @@ def residual_table(
     agg = aggregate_replicates(tasks, pk, pe0, po0, bank, wmat, kept, n_boot, hier_seed, zero_rule, aggregate,
                                hierarchical, ci_method == "bca")
     trial_ci = _interval(agg.trial_reps, agg.theta, agg.accel_tr, level, ci_method)
+    if ci_method == "percentile":
+        trial_ci = trial_ci - median_shift(agg.trial_reps, agg.theta)[:, None]
     if hierarchical == "cluster_t":
         var_e, var_o = trial_variances(pk.k, pk.m, pk.mask, np.array([t.passed[-1] for t in tasks]), pk.m0)
         ct = cluster_t_intervals(agg.pe, agg.po, var_e, var_o, wmat, pk.family_index, level)
