@@ -124,7 +124,6 @@ def cluster_t_intervals(
     T, G = wmat.shape
     low, high, se, df = (np.full(G, np.nan) for _ in range(4))
     n_multi = np.zeros(G, np.int64)
-    z = float(stats.norm.ppf(0.5 + level / 2))
     for g in range(G):
         w = wmat[:, g]
         live = w > 0
@@ -138,19 +137,18 @@ def cluster_t_intervals(
         for f in np.unique(stratum[live]):
             s = live & (stratum == f)
             n = int(s.sum())
+            floor = float(tau[s].sum())
             if n == 1:
-                v_tot += float(tau[s].sum())
+                v_tot += floor
                 continue
-            v = n / (n - 1) * float(np.sum((x[s] - x[s].mean()) ** 2))
+            v = max(n / (n - 1) * float(np.sum((x[s] - x[s].mean()) ** 2)), floor)
             v_tot += v
             denom += v * v / (n - 1)
             n_multi[g] += 1
         if n_multi[g] == 0:
             continue
-        v_trial = float(tau[live].sum())
-        nu = v_tot**2 / denom if denom > 0 else math.inf
-        t_half = float(stats.t.ppf(0.5 + level / 2, nu)) * math.sqrt(v_tot)
+        nu = v_tot**2 / denom
+        half = float(stats.t.ppf(0.5 + level / 2, nu)) * math.sqrt(v_tot)
         theta = math.log(E) - math.log(O)
-        half = max(t_half, z * math.sqrt(v_trial))
-        low[g], high[g], se[g], df[g] = theta - half, theta + half, math.sqrt(max(v_tot, v_trial)), nu
+        low[g], high[g], se[g], df[g] = theta - half, theta + half, math.sqrt(v_tot), nu
     return ClusterT(low=low, high=high, se=se, df=df, n_multi=n_multi)

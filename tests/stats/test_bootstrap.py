@@ -45,7 +45,7 @@ def test_same_seed_same_table_and_different_seed_differs():
     b = residual_table(tasks, n_boot=300, seed=5)
     c = residual_table(tasks, n_boot=300, seed=6)
     assert [r.model_dump() for r in a] == [r.model_dump() for r in b]
-    assert a[-1].ci_low != c[-1].ci_low
+    assert a[-1].trial_ci_low != c[-1].trial_ci_low
 
 
 def test_hierarchical_interval_is_wider_than_trial_level_with_heterogeneous_tasks():
@@ -78,8 +78,8 @@ def test_stage_term_intervals_bracket_their_point_values():
 
 def test_bca_option_runs_and_reports_its_method():
     rows = residual_table(_tasks(np.random.default_rng(5)), n_boot=500, ci_method="bca")
-    assert rows[0].ci_method == "trial-bca" and rows[-1].ci_method == "hierarchical-bca"
-    assert all(r.ci_low < r.ci_high for r in rows)
+    assert rows[-1].trial_ci_method == "trial-bca" and rows[-1].ci_method == "cluster-t"
+    assert all(r.trial_ci_low < r.trial_ci_high for r in rows)
 
 
 def test_paired_difference_of_a_study_with_itself_is_zero():
