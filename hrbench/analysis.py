@@ -18,6 +18,8 @@ import pandas as pd
 from hrbench.stats import (
     QuadrantThresholds, TaskOutcomes, estimate_task, residual_table, smoothed_proportion, wilson_interval,
 )
+from hrbench.agents.sim import population_truth
+from hrbench.protocol import SimAgentSpec
 from hrbench.study_run import StudyRun
 
 
@@ -142,6 +144,9 @@ def horizon_residuals(run: StudyRun, agent: str, checkpoint: pd.DataFrame, natur
         table["true_gamma"] = [
             _true_gamma(scope, name, truths, weights, families) for scope, name in zip(table["scope"], table["name"])
         ]
+        table["true_gamma_sampled"] = [
+            _sampled_truth(run, agent, condition, scope, name, kept) for scope, name in zip(table["scope"], table["name"])
+        ]
         for column in ("stage_terms", "stage_term_ci"):
             if column in table:
                 table[column] = [json.dumps(v) if v is not None else None for v in table[column]]
@@ -161,6 +166,25 @@ def _true_gamma(scope: str, name: str, truths: dict, weights: dict, families: di
     p_obs = float(np.dot(w, [truths[t].p_observed for t in members]) / w.sum())
     return float(np.log(p_exp / p_obs))
 
+
+def _sampled_truth(run: StudyRun, agent: str, condition: str, scope: str, name: str,
+                   kept: list[TaskOutcomes]) -> float | None:
+    """Truth of the tasks-sampled interval of a family/all row (sim agents only; task rows: None).
+
+    Each family's tasks stand for tasks of the same structures with the agent's declared skill
+    spread (`population_truth`); family means are combined with the same declared weights, as
+    the estimate is. Equals `true_gamma` when the agent declares no skill spread.
+    """
+    spec = run.study.agent(agent)
+    if scope == "task" or not isinstance(spec, SimAgentSpec):
+        return None
+    members = [t for t in kept if scope == "all" or t.family == name]
+    if not members:
+        return None
+    cond, protocol = run.study.condition(condition), run.study.checkpoint_protocol(condition)
+    pops = [population_truth(spec.sim, run.task(t.name), cond, protocol) for t in members]
+    w = np.array([t.weight for t in members])
+    return float(np.log(np.dot(w, [p[0] for p in pops]) / np.dot(w, [p[1] for p in pops])))
 
 
 def current_residuals(run: StudyRun, residuals: pd.DataFrame) -> pd.DataFrame:

@@ -41,18 +41,44 @@ def _run(study: Path, out: Path) -> None:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from exc
     summary = json.loads((run.out_dir / "summary.json").read_text())
+    console.print(_residual_table(summary))
+    console.print("tasks: sampled — interval for the population of tasks the row's tasks stand for (none for a "
+                  "row without a family of ≥ 2 tasks); tasks: fixed — these tasks only. Truth: simulated agents only. "
+                  "Flags: docs/statistics.md §7.")
+    console.print(f"report: {run.out_dir / 'report.html'}")
+    console.print(f"summary: {run.out_dir / 'summary.json'}")
+
+
+def _fmt(value: object) -> str:
+    """A number of summary.json: None = undefined, "±Infinity" = an open interval end."""
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        return {"Infinity": "∞", "-Infinity": "−∞"}.get(value, value)
+    return f"{value:.3f}"
+
+
+def _interval(low: object, high: object) -> str:
+    return "—" if low is None and high is None else f"[{_fmt(low)}, {_fmt(high)}]"
+
+
+def _residual_table(summary: dict) -> Table:
+    """Family and overall rows: each interval beside the truth of its own estimand, and the row's flags."""
     table = Table(title=f"Horizon residuals · {summary['study']} · prereg {summary['prereg_sha256'][:12]}")
-    for column in ("agent", "scope", "name", "P_exp", "P_obs", "Γ", "95% CI", "true Γ"):
-        table.add_column(column, justify="right" if column not in ("agent", "scope", "name") else "left")
+    columns = ("agent", "scope", "name", "tasks", "P_exp", "P_obs", "Γ", "95% CI tasks: sampled", "true Γ sampled",
+               "95% CI tasks: fixed", "true Γ fixed", "flags")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("agent", "scope", "name", "flags") else "right")
     for r in summary["residuals"]:
         if r["scope"] == "task":
             continue
-        fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
-        table.add_row(r["agent"], r["scope"], r["name"], fmt(r["p_expected"]), fmt(r["p_observed"]),
-                      fmt(r["gamma"]), f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]", fmt(r["true_gamma"]))
-    console.print(table)
-    console.print(f"report: {run.out_dir / 'report.html'}")
-    console.print(f"summary: {run.out_dir / 'summary.json'}")
+        gamma = _fmt(r["gamma"]) if r["gamma"] is not None or r["bound"] is None else f"{r['bound']} bound"
+        sampled = _interval(r["ci_low"], r["ci_high"]) if r["ci_method"] != "too-few-tasks" else "too few tasks"
+        table.add_row(r["agent"], r["scope"], r["name"], str(r["n_tasks"]), _fmt(r["p_expected"]),
+                      _fmt(r["p_observed"]), gamma, sampled, _fmt(r.get("true_gamma_sampled")),
+                      _interval(r["trial_ci_low"], r["trial_ci_high"]), _fmt(r["true_gamma"]),
+                      ", ".join(r.get("flags") or []) or "—")
+    return table
 
 
 @app.command()

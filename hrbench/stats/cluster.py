@@ -70,7 +70,10 @@ def mover_gamma_interval(
 def var_p_expected(q: np.ndarray, m: np.ndarray) -> float:
     """Delta variance of Π q̂_i: Σ_i (Π_{j≠i} q_j)² q_i(1−q_i)/m_i."""
     q, m = np.asarray(q, np.float64), np.asarray(m, np.float64)
-    others = np.array([np.prod(np.delete(q, i)) for i in range(q.size)])
+    # Π_{j≠i} q_j as prefix × suffix products: exact even where some q_j is 0.
+    before = np.concatenate([[1.0], np.cumprod(q[:-1])])
+    after = np.concatenate([np.cumprod(q[::-1][:-1])[::-1], [1.0]])
+    others = before * after
     return float(np.sum(others**2 * q * (1 - q) / m))
 
 

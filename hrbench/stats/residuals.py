@@ -47,6 +47,7 @@ from hrbench.stats.bootstrap import (
 from hrbench.stats.cluster import (
     FEW_TASKS_DF,
     cluster_t_intervals,
+    var_p_expected,
     jeffreys_log_limits,
     mover_gamma_interval,
     trial_variances,
@@ -157,9 +158,7 @@ def _f(x: float) -> float | None:
 
 def _var_p_expected(e: TaskEstimate) -> float:
     """Delta variance of P̂_exp = Π q̂_i: Σ_i (Π_{j≠i} q_j)² q_i(1−q_i)/m_i (finite even if a q is 0)."""
-    q, m = np.array(e.q), np.array(e.checkpoint_m)
-    others = np.array([np.prod(np.delete(q, i)) for i in range(q.size)])
-    return float(np.sum(others**2 * q * (1 - q) / m))
+    return var_p_expected(np.array(e.q), np.array(e.checkpoint_m))
 
 
 def aggregate_delta_se(ests: Sequence[TaskEstimate], weights: np.ndarray) -> float | None:
@@ -252,14 +251,14 @@ def _task_values(
     log_q = np.log(np.asarray(e.q))
     with np.errstate(divide="ignore"):
         log_r = np.log(np.array([np.nan if v is None else v for v in e.r]))
-    stage_ci = []
-    for i, term in enumerate(e.stage_terms):
-        if term is None:
-            stage_ci.append((None, None))
-            continue
-        one = slice(i, i + 1)
-        lo, hi = mover_gamma_interval(log_q[one], (q_lim[0][one], q_lim[1][one]), log_r[one], (r_lim[0][one], r_lim[1][one]))
-        stage_ci.append((_f(lo), _f(hi)))
+    # Each stage term ln q_i − ln r_i is a two-term MOVER interval (vectorized over stages).
+    with np.errstate(invalid="ignore"):
+        down = np.sqrt(np.maximum(log_q - q_lim[0], 0) ** 2 + np.maximum(r_lim[1] - log_r, 0) ** 2)
+        up = np.sqrt(np.maximum(q_lim[1] - log_q, 0) ** 2 + np.maximum(log_r - r_lim[0], 0) ** 2)
+    stage_ci = [
+        (None, None) if term is None else (_f(term - d), _f(term + u))
+        for term, d, u in zip(e.stage_terms, down.tolist(), up.tolist())
+    ]
     if e.excluded:
         return _TaskValues(None, math.nan, math.nan, "excluded", None, None, ["zero-rule", "excluded", *flags], stage_ci)
     if e.zero_rule_applied:  # a raw proportion is 0: Γ itself is not estimable, a bound may be
