@@ -29,7 +29,6 @@ from scipy import stats
 from hrbench.stats.bootstrap import (
     CiMethod,
     Packed,
-    TaskScopeSpec,
     TrialBank,
     aggregate_gamma,
     bca_probs,
@@ -485,8 +484,7 @@ def residual_table(
 
     ss = np.random.SeedSequence(seed)
     bank_seed, hier_seed = ss.spawn(2)
-    bank = trial_bank(pk, max(n_boot, T), 0, bank_seed, zero_rule, TaskScopeSpec(level=level, method=ci_method),
-                      raw=uses_raw_aggregate(zero_rule, aggregate))
+    bank = trial_bank(pk, max(n_boot, T), bank_seed, zero_rule, raw=uses_raw_aggregate(zero_rule, aggregate))
     agg = aggregate_replicates(tasks, pk, pe0, po0, bank, wmat, kept, n_boot, hier_seed, zero_rule, aggregate,
                                hierarchical, ci_method == "bca")
     trial_ci = _interval(agg.trial_reps, agg.theta, agg.accel_tr, level, ci_method)
