@@ -234,7 +234,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="Calibration of every row of the residual table")
     ap.add_argument("--reps", type=int, default=500)
     ap.add_argument("--boot", type=int, default=400, help="bootstrap replicates of the tasks-fixed aggregate interval")
-    ap.add_argument("--quick", action="store_true", help="CI grid: n_f ∈ {1,2,3,5,10}, S=4, P ∈ {0.2,0.9}, Γ=0.5, m=20; 200 reps")
+    ap.add_argument("--quick", action="store_true", help="CI grid: n_f ∈ {1,2,3,5,10}, S=4, P ∈ {0.2,0.9}, Γ=0.5, m=20; 200 reps, n_boot 300")
     ap.add_argument("--cells", help="restrict the grid, e.g. 'nf=2,m=20,p=0.9'")
     ap.add_argument("--workers", type=int, default=1, help="processes (the machine is shared: default 1)")
     ap.add_argument("--out", help="also write the markdown tables to this file")
@@ -243,6 +243,7 @@ def main() -> None:
     args = ap.parse_args()
     grid = QUICK_GRID if args.quick else FULL_GRID
     reps = 200 if args.quick and args.reps == 500 else args.reps
+    boot = 300 if args.quick and args.boot == 400 else args.boot
     if args.cells:
         want = {k: float(v) for k, v in (kv.split("=") for kv in args.cells.split(","))}
         keys = ("nf", "S", "p", "gamma", "m")
@@ -255,8 +256,8 @@ def main() -> None:
         results.sort(key=lambda c: key[(c["nf"], c["S"], c["p"], c["gamma"], c["m"])])
         head = f"from {args.from_log}: {len(results)} cells, reps per cell {results[0]['reps'] if results else 0}; nominal 0.95"
     else:
-        results = run(grid, reps, args.boot, args.workers, args.log)
-        head = (f"reps per cell: {reps}; n_boot: {args.boot}; nominal 0.95; cells: {len(grid)}; "
+        results = run(grid, reps, boot, args.workers, args.log)
+        head = (f"reps per cell: {reps}; n_boot: {boot}; nominal 0.95; cells: {len(grid)}; "
                 f"wall {time.perf_counter() - t0:.0f} s; load average {os.getloadavg()[0]:.1f}")
     lines = [head, "", *summary(results), "", *table(results)]
     print("\n".join(lines))
