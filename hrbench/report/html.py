@@ -73,8 +73,11 @@ _COLUMNS = {
 def residual_table_html(residuals: pd.DataFrame) -> str:
     columns = [c for c in _COLUMNS if c in residuals]
     head = "".join(f"<th>{_COLUMNS[c]}</th>" for c in columns)
+    # A task row's interval is about that task (tasks: fixed): it shows in those columns only.
+    sampled_only = {"ci_low", "ci_high", "ci_method", "df", "true_gamma_sampled"}
     body = "".join(
-        "<tr>" + "".join(f"<td>{_fmt(getattr(r, c))}</td>" for c in columns) + "</tr>"
+        "<tr>" + "".join(f"<td>{'—' if r.scope == 'task' and c in sampled_only else _fmt(getattr(r, c))}</td>"
+                         for c in columns) + "</tr>"
         for r in residuals.itertuples()
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

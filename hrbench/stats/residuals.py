@@ -495,9 +495,10 @@ def residual_table(
         ct = cluster_t_intervals(agg.pe, agg.po, var_e, var_o, wmat, pk.family_index, level)
         hier_ci, hier_df = np.column_stack([ct.low, ct.high]), ct.df
     else:
-        hier_ci = _interval(agg.hier_reps, agg.theta, None, level, ci_method, agg.df)
+        hier_ci = _interval(agg.hier_reps, agg.theta, None, level, "percentile", agg.df)
         hier_df = agg.df if agg.df is not None else np.full(len(names), np.nan)
-    hier_method = _HIER_LABEL[hierarchical] + ("" if hierarchical == "cluster_t" else f"-{ci_method}")
+    # The bootstrap options read percentiles (expanded for the rescaled scheme) whatever ci_method says.
+    hier_method = _HIER_LABEL[hierarchical] + ("" if hierarchical == "cluster_t" else "-percentile")
     raw_ests: list[TaskEstimate] | None = None
 
     for g, name in enumerate(names):
