@@ -200,9 +200,10 @@ def run(grid: list[tuple], reps: int, n_boot: int, workers: int, log: str | None
     stopped early keeps what it did (``--from-log`` renders it).
     """
     cells = [(cell, reps, n_boot, 1000 * FULL_GRID.index(cell)) for cell in grid]
-    # m = 20 and 50 first (the acceptance cells), big studies first within (they take longest).
+    # m = 20 and 50 first (the acceptance cells), small studies first within (a run stopped early
+    # then has every family size of the cells it reached).
     m_rank = {20: 0, 50: 1, 10: 2}
-    order = sorted(range(len(cells)), key=lambda i: (m_rank[cells[i][0][4]], -cells[i][0][0] * cells[i][0][1]))
+    order = sorted(range(len(cells)), key=lambda i: (m_rank[cells[i][0][4]], cells[i][0][0] * cells[i][0][1]))
     done: dict[int, dict] = {}
 
     def keep(i: int, result: dict) -> None:

@@ -92,6 +92,20 @@ def trial_variances(k: np.ndarray, m: np.ndarray, mask: np.ndarray, k0: np.ndarr
     return var_e, o * (1 - o) / m0
 
 
+def _floor_share(n: int) -> float:
+    """Share of the trial variance a family's sample variance is floored at.
+
+    Fewer than 5 tasks (ν < 4, flagged ``few-tasks``): the whole trial variance — with
+    2 tasks the sample variance is 0 by chance often enough to give zero-width intervals,
+    and the row is declared conservative anyway. From 5 tasks on, the floor is the
+    2.5 % quantile of χ²_{n−1}/(n−1) times the trial variance: the smallest sample
+    variance consistent with the known trial part, so it binds only in the far lower
+    tail (e.g. every task passes every trial) and leaves the t interval's calibration
+    alone (a full floor over-covered: 0.97–0.99 with 5–10 tasks, docs/statistics.md §11).
+    """
+    return 1.0 if n < 5 else float(stats.chi2.ppf(0.025, n - 1)) / (n - 1)
+
+
 @dataclass(frozen=True)
 class ClusterT:
     """Tasks-sampled interval per group; NaN limits where no between-task information exists."""
@@ -119,8 +133,9 @@ def cluster_t_intervals(
     stratum total has the with-replacement variance v_f = n_f/(n_f−1) Σ (x_t − x̄_f)² —
     for a stratified mean this *is* the CR2 estimator (Bell & McCaffrey 2002), and its
     Bell–McCaffrey df is the Satterthwaite ν = (Σ v_f)² / Σ v_f²/(n_f−1), which is
-    n_f − 1 for one family. v_f is floored at the stratum's trial-level variance
-    Σ (w_t/W)² (Var P̂e_t/Ē² + Var P̂o_t/Ō²), its known lower bound. A single-task
+    n_f − 1 for one family. v_f is floored at (a share, :func:`_floor_share`, of) the
+    stratum's trial-level variance Σ (w_t/W)² (Var P̂e_t/Ē² + Var P̂o_t/Ō²), the known
+    lower bound of its expectation. A single-task
     stratum stands for itself: it adds its trial variance and no df. A group with no
     stratum of ≥ 2 tasks gets no interval (NaN).
     """
@@ -144,7 +159,7 @@ def cluster_t_intervals(
             if n == 1:
                 v_tot += floor
                 continue
-            v = max(n / (n - 1) * float(np.sum((x[s] - x[s].mean()) ** 2)), floor)
+            v = max(n / (n - 1) * float(np.sum((x[s] - x[s].mean()) ** 2)), floor * _floor_share(n))
             v_tot += v
             denom += v * v / (n - 1)
             n_multi[g] += 1
