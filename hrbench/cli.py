@@ -41,7 +41,8 @@ def _run(study: Path, out: Path) -> None:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(1) from exc
     summary = json.loads((run.out_dir / "summary.json").read_text())
-    console.print(_residual_table(summary))
+    # Twelve columns: never squeeze them into a pipe's default 80 (a narrower terminal wraps instead).
+    Console(width=max(console.width, 170)).print(_residual_table(summary))
     console.print("tasks: sampled — interval for the population of tasks the row's tasks stand for (none for a "
                   "row without a family of ≥ 2 tasks); tasks: fixed — these tasks only. Truth: simulated agents only. "
                   "Flags: docs/statistics.md §7.")
@@ -66,7 +67,7 @@ def _residual_table(summary: dict) -> Table:
     """Family and overall rows: each interval beside the truth of its own estimand, and the row's flags."""
     table = Table(title=f"Horizon residuals · {summary['study']} · prereg {summary['prereg_sha256'][:12]}")
     columns = ("agent", "scope", "name", "tasks", "P_exp", "P_obs", "Γ", "95% CI tasks: sampled", "true Γ sampled",
-               "95% CI tasks: fixed", "true Γ fixed", "flags")
+               "95% CI tasks: fixed", "true Γ fixed", "flags")  # each interval, then the truth it targets
     for column in columns:
         table.add_column(column, justify="left" if column in ("agent", "scope", "name", "flags") else "right")
     for r in summary["residuals"]:
