@@ -247,8 +247,8 @@ def _task_values(
     flags: list[str] = []
     if bool(np.any(k == m) or t.passed[-1] == t.m0):
         flags.append("boundary")
-    log_q = np.log(np.asarray(e.q))
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore"):  # raw rules: ln 0 = −inf, its stage term is None anyway
+        log_q = np.log(np.asarray(e.q))
         log_r = np.log(np.array([np.nan if v is None else v for v in e.r]))
     # Each stage term ln q_i − ln r_i is a two-term MOVER interval (vectorized over stages).
     with np.errstate(invalid="ignore"):
