@@ -236,6 +236,9 @@ def residual_frame(design: StudyDesign, agent: str, outcomes: list[TaskOutcomes]
     table.insert(0, "agent", agent)
     truth = true_gammas(design, agent, outcomes, estimand)
     table["true_gamma"] = [truth(scope, name) for scope, name in zip(table["scope"], table["name"])]
+    kept = [t for t in outcomes if not estimate_task(t, estimand.zero_rule).excluded]
+    table["true_gamma_sampled"] = [_sampled_truth(design, agent, estimand, scope, name, kept)
+                                   for scope, name in zip(table["scope"], table["name"])]
     for column in ("stage_terms", "stage_term_ci"):
         if column in table:
             table[column] = [json.dumps(v) if v is not None else None for v in table[column]]
@@ -277,6 +280,24 @@ def true_gammas(design: StudyDesign, agent: str, outcomes: list[TaskOutcomes],
         return float(np.log(p_exp / p_obs))
 
     return gamma
+
+
+def _sampled_truth(design: StudyDesign, agent: str, estimand: Estimand, scope: str, name: str,
+                   kept: list[TaskOutcomes]) -> float | None:
+    """Truth of the tasks-sampled interval of a family/all row (sim agents only; task rows: None).
+
+    Each family's tasks stand for tasks of the same structures with the agent's declared skill
+    spread (`StudyDesign.population_truth`); family means are combined with the same declared
+    weights, as the estimate is. Equals `true_gamma` when the agent declares no skill spread.
+    """
+    if scope == "task" or estimand.decomposition != "stages":
+        return None
+    members = [t for t in kept if scope == "all" or t.family == name]
+    pops = [design.population_truth(agent, t.name, estimand.condition, estimand.protocol) for t in members]
+    if not members or any(p is None for p in pops):
+        return None
+    w = np.array([t.weight for t in members])
+    return float(np.log(np.dot(w, [p[0] for p in pops]) / np.dot(w, [p[1] for p in pops])))
 
 
 def current_residuals(design: StudyDesign, residuals: pd.DataFrame, table: str = "horizon_residuals") -> pd.DataFrame:

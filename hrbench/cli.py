@@ -71,31 +71,61 @@ def _run(study: Path, out: Path) -> None:
     finally:
         lock.release()
     summary = json.loads((run.out_dir / "summary.json").read_text())
-    fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
-    table = Table(title=f"Horizon residuals · {summary['study']} · prereg {summary['prereg_sha256'][:12]}")
-    for column in ("agent", "condition", "scope", "name", "P_exp", "P_obs", "Γ", "CI", "true Γ"):
-        table.add_column(column, justify="right" if column not in ("agent", "condition", "scope", "name") else "left")
-    for r in summary["residuals"]:
-        if r["scope"] == "task":
-            continue
-        table.add_row(r["agent"], r["condition"], r["scope"], escape(r["name"]), fmt(r["p_expected"]), fmt(r["p_observed"]),
-                      fmt(r["gamma"]), f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]", fmt(r["true_gamma"]))
-    console.print(table)
+    # Thirteen columns: never squeeze them into a pipe's default 80 (a narrower terminal wraps instead).
+    wide = Console(width=max(console.width, 180))
+    wide.print(_residual_table(summary))
+    console.print("tasks: sampled — interval for the population of tasks the row's tasks stand for (none for a "
+                  "row without a family of ≥ 2 tasks); tasks: fixed — these tasks only. Truth: simulated agents only. "
+                  "Flags: docs/statistics.md §7.")
     if summary["contrasts"]:
         table = Table(title="Interventions: ΔΓ(I) = Γ(baseline) − Γ(I), overall, paired over tasks")
         for column in ("agent", "condition", "ΔΓ", "CI", "true ΔΓ"):
             table.add_column(column)
         for r in summary["contrasts"]:
             if r["scope"] == "all":
-                table.add_row(r["agent"], r["condition"], fmt(r["delta_gamma"]),
-                              f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]", fmt(r["true_delta_gamma"]))
-        console.print(table)
+                table.add_row(r["agent"], r["condition"], _fmt(r["delta_gamma"]),
+                              _interval(r["ci_low"], r["ci_high"]), _fmt(r["true_delta_gamma"]))
+        wide.print(table)
     for r in summary["sensitivity"]:
         if r["scope"] == "all":
-            console.print(f"sensitivity {r['agent']}: {r['verdict']}, Γ in [{fmt(r['gamma_min'])}, "
-                          f"{fmt(r['gamma_max'])}] over {r['n_choices']} choices (driver: {r['driver']})")
+            console.print(f"sensitivity {r['agent']}: {r['verdict']}, Γ in [{_fmt(r['gamma_min'])}, "
+                          f"{_fmt(r['gamma_max'])}] over {r['n_choices']} choices (driver: {r['driver']})",
+                          markup=False)
     console.print(f"report: {run.out_dir / 'report.html'}", markup=False)
     console.print(f"summary: {run.out_dir / 'summary.json'}", markup=False)
+
+
+def _fmt(value: object) -> str:
+    """A number of summary.json: None = undefined, "±Infinity" = an open interval end."""
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        return {"Infinity": "∞", "-Infinity": "−∞"}.get(value, value)
+    return f"{value:.3f}"
+
+
+def _interval(low: object, high: object) -> str:
+    return "—" if low is None and high is None else f"[{_fmt(low)}, {_fmt(high)}]"
+
+
+def _residual_table(summary: dict) -> Table:
+    """Family and overall rows: each interval beside the truth of its own estimand, and the row's flags."""
+    table = Table(title=f"Horizon residuals · {summary['study']} · prereg {summary['prereg_sha256'][:12]}")
+    columns = ("agent", "condition", "scope", "name", "tasks", "P_exp", "P_obs", "Γ", "95% CI tasks: sampled",
+               "true Γ sampled", "95% CI tasks: fixed", "true Γ fixed", "flags")  # each interval, then its truth
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("agent", "condition", "scope", "name", "flags")
+                         else "right")
+    for r in summary["residuals"]:
+        if r["scope"] == "task":
+            continue
+        gamma = _fmt(r["gamma"]) if r["gamma"] is not None or r["bound"] is None else f"{r['bound']} bound"
+        sampled = _interval(r["ci_low"], r["ci_high"]) if r["ci_method"] != "too-few-tasks" else "too few tasks"
+        table.add_row(r["agent"], r.get("condition") or "baseline", r["scope"], escape(r["name"]), str(r["n_tasks"]),
+                      _fmt(r["p_expected"]), _fmt(r["p_observed"]), gamma, sampled, _fmt(r.get("true_gamma_sampled")),
+                      _interval(r["trial_ci_low"], r["trial_ci_high"]), _fmt(r["true_gamma"]),
+                      escape(", ".join(r.get("flags") or []) or "—"))
+    return table
 
 
 @app.command()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hrbench.agents.sim import SimTruth, segment_truth, sim_truth
+from hrbench.agents.sim import SimTruth, population_truth, segment_truth, sim_truth
 from hrbench.agents.specs import SimAgentSpec
 from hrbench.preregistration import Preregistration, freeze
 from hrbench.protocol import CheckpointProtocol, Decomposition, LoadedStudy, load_study
@@ -100,3 +100,13 @@ class StudyDesign:
             return None
         return sim_truth(spec.sim, self.task(task), self.study.condition(condition),
                          protocol or self.study.checkpoint_protocol(condition))
+
+    def population_truth(self, agent: str, task: str, condition: str = "baseline",
+                         protocol: CheckpointProtocol | None = None) -> tuple[float, float] | None:
+        """(E P_expected, E P_observed) of a sim agent over the population of tasks of this task's
+        structure (its declared skill spread); None for other agents."""
+        spec = self.study.agent(agent)
+        if not isinstance(spec, SimAgentSpec):
+            return None
+        return population_truth(spec.sim, self.task(task), self.study.condition(condition),
+                                protocol or self.study.checkpoint_protocol(condition))

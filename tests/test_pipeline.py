@@ -50,9 +50,15 @@ def test_summary_has_the_documented_rows_and_truth(finished_study: Path):
     assert set(rows) == {(a, s, n) for a in ("steady", "rotting")
                          for s, n in (("task", "tiny-chain"), ("family", "fixtures"), ("all", "all"))}
     for r in summary["residuals"]:
-        for key in ("p_expected", "p_observed", "gamma", "ci_low", "ci_high", "true_gamma", "se_delta", "quadrant"):
+        for key in ("p_expected", "p_observed", "gamma", "trial_ci_low", "trial_ci_high", "true_gamma", "se_delta",
+                    "quadrant"):
             assert r[key] is not None, key
-        assert r["ci_low"] <= r["gamma"] <= r["ci_high"]
+        assert r["trial_ci_low"] <= r["gamma"] <= r["trial_ci_high"]
+        # One task: its family and `all` rows have no tasks-sampled interval, and say so (issue 8).
+        if r["scope"] == "task":
+            assert r["ci_estimand"] == "tasks: fixed" and r["ci_low"] == r["trial_ci_low"]
+        else:
+            assert r["ci_estimand"] == "tasks: sampled" and r["ci_low"] is None and "too-few-tasks" in r["flags"]
     assert rows[("steady", "all", "all")]["true_gamma"] == pytest.approx(0.0)
     assert rows[("rotting", "all", "all")]["true_gamma"] > 0.5
     report = (finished_study / "report.html").read_text()

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from hrbench.agents.base import Action, Agent, Observation, TrialContext, Usage
 from hrbench.agents.specs import CommandAgentSpec
-from hrbench.agents.replies import ParsedAction, parse_reply
+from hrbench.agents.replies import parse_reply
 from hrbench.envs.base import LimitExceeded, SandboxError
 from hrbench.envs.confine import (
     LAUNCH_ENV,

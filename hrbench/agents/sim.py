@@ -144,3 +144,25 @@ def segment_truth(params: SimParams, task: Task, indices: list[int], checkpoint:
     for j in range(1, length):  # a defect left inside the segment lowers its later stages
         prob *= 1 - delta + delta * math.exp(-kappa * (length - j))
     return prob
+
+
+def population_truth(
+    params: SimParams, task: Task, condition: Condition, checkpoint: CheckpointProtocol, nodes: int = 200
+) -> tuple[float, float]:
+    """(E_u P_expected, E_u P_observed) over the task distribution the agent declares.
+
+    A sim agent's tasks differ only through skill_t = skill − spread·u_t (u_t is a hash of the
+    task name, uniform on [0, 1)); a *population* of tasks of this one's structure has
+    u ~ U[0, 1). The tasks-sampled estimand of a family averages these over its tasks'
+    structures. Midpoint rule over u (the min(1, ·) in q_i only has a kink, so 200 nodes give
+    ~1e-5 relative accuracy). Without spread it is the fixed-task truth exactly.
+    """
+    if params.skill_spread == 0:
+        t = sim_truth(params, task, condition, checkpoint)
+        return t.p_expected, t.p_observed
+    truths = [
+        sim_truth(params.model_copy(update={"skill": params.skill - params.skill_spread * (i + 0.5) / nodes,
+                                            "skill_spread": 0.0}), task, condition, checkpoint)
+        for i in range(nodes)
+    ]
+    return float(np.mean([t.p_expected for t in truths])), float(np.mean([t.p_observed for t in truths]))

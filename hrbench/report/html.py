@@ -11,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless: the report is written on servers and in CI
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from hrbench.analysis import ReportTables  # noqa: E402
@@ -50,9 +51,20 @@ def forest_plot(residuals: pd.DataFrame) -> str:
     rows = _ranked(residuals, ["agent", "condition", "name"])
     return _interval_figure([f"{r.agent} · {r.condition} · {r.scope}:{r.name}" for r in rows.itertuples()],
                             list(rows["gamma"]), list(rows["ci_low"]), list(rows["ci_high"]),
-                            list(rows["true_gamma"]) if "true_gamma" in rows else [None] * len(rows),
-                            "Γ_H = ln(P_expected / P_observed)  [nats]   (× = simulated truth)",
+                            _drawn_truths(rows),
+                            "Γ_H = ln(P_expected / P_observed)  [nats]   (× = simulated truth of the interval's "
+                            "estimand: tasks sampled for family/all rows, tasks fixed for task rows)",
                             list(rows["scope"] == "all"))
+
+
+def _drawn_truths(rows: pd.DataFrame) -> list:
+    """The truth each drawn interval targets: the population truth for a family/all row's tasks-sampled
+    interval, the fixed-task truth for task rows."""
+    if "true_gamma" not in rows:
+        return [None] * len(rows)
+    if "true_gamma_sampled" not in rows:
+        return list(rows["true_gamma"])
+    return [r.true_gamma_sampled if r.scope != "task" else r.true_gamma for r in rows.itertuples()]
 
 
 def contrast_plot(contrasts: pd.DataFrame) -> str:
@@ -74,24 +86,53 @@ def sensitivity_plot(sensitivity: pd.DataFrame) -> str:
 
 
 def _fmt(value: object) -> str:
+    if isinstance(value, (list, tuple, np.ndarray)):  # flags (parquet gives arrays)
+        return html.escape(", ".join(str(v) for v in list(value))) or "—"
     if isinstance(value, float):
-        return "—" if pd.isna(value) else f"{value:.3f}"
+        if pd.isna(value):
+            return "—"
+        return ("∞" if value > 0 else "−∞") if abs(value) == float("inf") else f"{value:.3f}"
     return html.escape(str(value)) if value is not None else "—"
 
 
-RESIDUAL_COLUMNS = ["agent", "condition", "scope", "name", "p_expected", "p_observed", "gamma", "ci_low", "ci_high",
-                    "trial_ci_low", "trial_ci_high", "se_delta", "ci_method", "zero_rule_applied", "quadrant",
-                    "true_gamma"]
+#: Column → header; headers name the estimand each interval and truth is about.
+_COLUMNS = {
+    "agent": "agent", "condition": "condition", "scope": "scope", "name": "name", "n_tasks": "tasks",
+    "p_expected": "P_exp", "p_observed": "P_obs", "gamma": "Γ",
+    "ci_low": "CI low (tasks: sampled)", "ci_high": "CI high (tasks: sampled)", "ci_method": "method",
+    "df": "df", "true_gamma_sampled": "true Γ (tasks: sampled)",
+    "trial_ci_low": "CI low (tasks: fixed)", "trial_ci_high": "CI high (tasks: fixed)",
+    "trial_ci_method": "method (tasks: fixed)", "true_gamma": "true Γ (tasks: fixed)",
+    "se_delta": "se_delta", "flags": "flags", "bound": "bound", "quadrant": "quadrant",
+}
 
 
-def residual_table_html(residuals: pd.DataFrame, wanted: list[str] = RESIDUAL_COLUMNS) -> str:
-    columns = [c for c in wanted if c in residuals]
-    head = "".join(f"<th>{c}</th>" for c in columns)
+def residual_table_html(frame: pd.DataFrame, wanted: list[str] | None = None) -> str:
+    """A table of the given columns (default: the residual columns, headed by their estimands)."""
+    columns = [c for c in (wanted or list(_COLUMNS)) if c in frame]
+    head = "".join(f"<th>{_COLUMNS.get(c, c)}</th>" for c in columns)
+    # A residual task row's interval is about that task (tasks: fixed): it shows in those columns only.
+    sampled_only = {"ci_low", "ci_high", "ci_method", "df", "true_gamma_sampled"} if wanted is None else set()
     body = "".join(
-        "<tr>" + "".join(f"<td>{_fmt(getattr(r, c))}</td>" for c in columns) + "</tr>"
-        for r in residuals.itertuples()
+        "<tr>" + "".join(f"<td>{'—' if getattr(r, 'scope', None) == 'task' and c in sampled_only else _fmt(getattr(r, c))}</td>"
+                         for c in columns) + "</tr>"
+        for r in frame.itertuples()
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def too_small_note(residuals: pd.DataFrame) -> str:
+    """One sentence per family/all row whose tasks are too few for a (narrow) population interval."""
+    notes = []
+    for r in residuals[residuals["scope"] != "task"].drop_duplicates(["scope", "name", "n_tasks", "ci_method"]).itertuples():
+        flags = list(r.flags) if "flags" in residuals else []
+        if r.ci_method == "too-few-tasks":
+            notes.append(f"<li><b>{html.escape(r.name)}</b> ({r.n_tasks} task{'s' if r.n_tasks != 1 else ''}): too few "
+                         "tasks for a population (tasks: sampled) interval; only the tasks-fixed interval is shown.</li>")
+        elif "few-tasks" in flags:
+            notes.append(f"<li><b>{html.escape(r.name)}</b> ({r.n_tasks} tasks): the tasks-sampled interval rests on "
+                         "fewer than 4 degrees of freedom — Student-t, wide and conservative.</li>")
+    return f"<ul>{''.join(notes)}</ul>" if notes else "<p>Every family has enough tasks for its population interval.</p>"
 
 
 def write_report(design: StudyDesign, tables: ReportTables, path: Path) -> Path:
@@ -127,8 +168,14 @@ th{{background:#f4f4f4}}code{{background:#f4f4f4;padding:1px 4px}}</style></head
 baseline <code>{study.baseline_model}</code> · checkpoint trials per stage m<sub>i</sub>={study.trials.checkpoint} ·
 natural rollouts m<sub>0</sub>={study.trials.natural} · bootstrap {study.bootstrap.n_boot} resamples (seed {study.bootstrap.seed}).</p>
 <p>Γ<sub>H</sub> &gt; 0: the natural rollout succeeds less often than the checkpoint prediction.
-<b>ci_low/ci_high</b> (family, all) resample whole tasks then trials (generalizes over tasks like these);
-<b>trial_ci</b> keeps the tasks fixed ("these tasks only"). With few tasks the first is wide by design.</p>
+Every interval names its estimand. <b>tasks: sampled</b> (family and all rows; cluster-t: CR2 variance over the
+family's tasks with Bell–McCaffrey degrees of freedom) is about the population of tasks the row's tasks stand for,
+and is compared with the population truth; <b>tasks: fixed</b> (task rows: MOVER–Jeffreys; family and all rows:
+trial bootstrap) is about these tasks only, and is compared with their truth. With few tasks the first is wide by
+design. Flags: <code>zero-rule</code> a raw count of 0 entered a log (Γ is then a bound or undefined, never a
+smoothed point), <code>one-sided</code>, <code>no-estimate</code>, <code>boundary</code> (a count at m),
+<code>few-tasks</code>, <code>too-few-tasks</code> (docs/statistics.md §7).</p>
+<h2>Families too small for a population interval</h2>{too_small_note(residuals)}
 <p>Checkpoint protocols and the conditions whose predictions use their trials: {sharing}.</p>
 <h2>Forest plot</h2><img alt="forest plot" src="{forest_plot(residuals)}">
 <h2>Residual table</h2>{residual_table_html(residuals)}

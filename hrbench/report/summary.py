@@ -1,4 +1,10 @@
-"""summary.json: residuals (per condition), intervention contrasts and sensitivity verdicts, machine-readable."""
+"""summary.json: residuals (per condition), intervention contrasts and sensitivity verdicts, machine-readable.
+
+Every interval is named by its estimand (`ci_estimand` for the headline `ci_low`/`ci_high`;
+`trial_ci_*` is always "tasks: fixed") and sits beside the truth it targets for sim agents
+(`true_gamma_sampled` / `true_gamma`). Infinite interval ends (one-sided intervals) are the
+strings "Infinity" / "-Infinity"; `null` means undefined (docs/statistics.md §3).
+"""
 
 from __future__ import annotations
 
@@ -6,23 +12,34 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from hrbench.analysis import ReportTables
 from hrbench.design import StudyDesign
 
 SUMMARY_FIELDS = [
-    "agent", "condition", "scope", "name", "p_expected", "p_observed", "gamma", "ci_low", "ci_high",
-    "trial_ci_low", "trial_ci_high", "se_delta", "ci_method", "zero_rule", "zero_rule_applied", "bound", "bound_value", "quadrant", "n_tasks",
-    "n_excluded", "true_gamma",
+    "agent", "condition", "scope", "name", "n_tasks", "p_expected", "p_observed", "gamma",
+    "ci_estimand", "ci_low", "ci_high", "ci_method", "df", "true_gamma_sampled",
+    "trial_ci_low", "trial_ci_high", "trial_ci_method", "true_gamma",
+    "se_delta", "zero_rule", "zero_rule_applied", "flags", "bound", "bound_value", "quadrant", "n_excluded",
 ]
 
 
 def _clean(value: object) -> object:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None  # NaN, or the open end of a one-sided interval (see `bound`): strict JSON has neither
-    if hasattr(value, "item"):  # numpy scalars
+    if hasattr(value, "item") and not isinstance(value, np.ndarray):  # numpy scalars
         return _clean(value.item())
+    if isinstance(value, np.ndarray):  # list columns (flags) come back from parquet as arrays
+        return [_clean(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None  # undefined
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"  # the open end of a one-sided interval
+    if value is pd.NA or value is pd.NaT:
+        return None
     return value
 
 
@@ -53,5 +70,5 @@ def write_summary(design: StudyDesign, tables: ReportTables, path: Path) -> Path
             "contrasts": summary_rows(ordered(tables.contrasts), CONTRAST_FIELDS),
             "sensitivity": summary_rows(ordered(tables.sensitivity), SENSITIVITY_FIELDS)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(body, indent=2) + "\n")
+    path.write_text(json.dumps(body, indent=2, allow_nan=False) + "\n")
     return path

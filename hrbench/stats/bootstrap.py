@@ -3,9 +3,10 @@
 Two resampling schemes (DESIGN §7):
 
 * **trial-level** (tasks fixed): for each task, checkpoint counts are redrawn as
-  ``k*_i ~ Bin(m_i, k_i/m_i)`` and the natural rollouts as the chain
-  ``passed*_1 ~ Bin(m_0, p̂_1)``, ``passed*_{i+1} ~ Bin(passed*_i, passed_{i+1}/passed_i)``,
-  which is exactly multinomial resampling of the rollout depths.
+  ``k*_i ~ Bin(m_i, p̂_i)`` and the natural rollouts as the chain
+  ``passed*_1 ~ Bin(m_0, p̂_1)``, ``passed*_{i+1} ~ Bin(passed*_i, p̂_{i+1})`` with
+  ``p̂ = k/m`` (multinomial resampling of the rollout depths), except at a boundary
+  count (0 or m), which is resampled from the Jeffreys mean (:func:`resampling_proportion`).
 * **hierarchical**: tasks are redrawn with replacement within their family
   (stratified: the family mix is part of the design). The default
   (:func:`rescaled_task_resample_gammas`) keeps each drawn task's estimates (one
@@ -94,9 +95,7 @@ def pack(tasks: Sequence[TaskOutcomes]) -> Packed:
     for j, t in enumerate(tasks):
         n = t.n_stages
         k[j, :n], m[j, :n], mask[j, :n] = t.checkpoint_k, t.checkpoint_m, True
-        reached = t.reached
-        # A stage nobody reached cannot be resampled into being reached; 0 is arbitrary.
-        chain_p[j, :n] = np.divide(t.passed, reached, out=np.zeros(n), where=reached > 0)
+        chain_p[j, :n] = resampling_proportion(t.passed, t.reached)
     families = tuple(dict.fromkeys(t.family for t in tasks))
     fam_idx = np.array([families.index(t.family) for t in tasks])
     return Packed(
@@ -110,6 +109,19 @@ def pack(tasks: Sequence[TaskOutcomes]) -> Packed:
         family_index=fam_idx,
         families=families,
     )
+
+
+def resampling_proportion(k: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """The proportion a count is resampled from: k/m, but (k+½)/(m+1) at k = 0 or k = m.
+
+    Resampling a boundary count from k/m gives it zero variance (every replicate is
+    0 or m again), which collapsed intervals onto a point (issue 8). The Jeffreys mean
+    moves the resampling distribution *into* the parameter space, the only side the
+    truth can lie on (q ≤ 1 when k = m). A stage nobody reached (m = 0) gives ½.
+    """
+    k, m = np.asarray(k, np.float64), np.asarray(m, np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((k <= 0) | (k >= m), (k + 0.5) / (m + 1), k / m)
 
 
 # --------------------------------------------------------------------------- quantiles
@@ -169,7 +181,6 @@ def bca_probs(
     ``df`` (per column) reads the ends at Student-t instead of normal quantiles
     (:func:`expanded_z`).
     """
-    alpha = 1 - level
     valid = ~np.isnan(replicates)
     n = np.maximum(valid.sum(axis=0), 1)
     below = ((replicates < theta) & valid).sum(axis=0) + 0.5 * ((replicates == theta) & valid).sum(axis=0)
@@ -202,7 +213,7 @@ def jackknife_acceleration(values: np.ndarray, mult: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class TrialBank:
-    """``K`` trial-level replicates of every task's P_exp and P_obs, plus task-scope intervals.
+    """``K`` trial-level replicates of every task's P_exp and P_obs.
 
     Task-major layout (T, K): each worker writes contiguous rows, and the
     hierarchical pass reads each task's entries in order.
@@ -210,7 +221,6 @@ class TrialBank:
 
     p_exp: np.ndarray  # (T, K)
     p_obs: np.ndarray  # (T, K)
-    task_ci: np.ndarray  # (T, 1 + S, 2): interval of Γ_t then of each stage term
     # Raw (unsmoothed) P*_exp = Π k*_i/m_i and P*_obs = passed*_n/m_0 of the same replicates;
     # only when requested (``trial_bank(..., raw=True)``): the unbiased aggregate uses them.
     p_exp_raw: np.ndarray | None = None  # (T, K)
@@ -220,52 +230,15 @@ class TrialBank:
         """The same replicates with the raw P's in place of the smoothed ones."""
         if self.p_exp_raw is None or self.p_obs_raw is None:
             raise ValueError("bank was drawn without raw=True")
-        return TrialBank(p_exp=self.p_exp_raw, p_obs=self.p_obs_raw, task_ci=self.task_ci)
-
-
-@dataclass(frozen=True)
-class TaskScopeSpec:
-    """What the bank workers need to form task-scope intervals."""
-
-    level: float
-    method: CiMethod
-    theta: np.ndarray | None = None  # (T, 1 + S) point estimates, for BCa
-    accel: np.ndarray | None = None  # (T, 1 + S) jackknife acceleration, for BCa
-
-
-def _task_scope_ci(
-    log_q: np.ndarray, log_r: np.ndarray, mask: np.ndarray, zero_rule: ZeroRule, spec: TaskScopeSpec, sl: slice
-) -> np.ndarray:
-    """Intervals of Γ_t and each stage term from (Tc, S, n) replicate logs; (Tc, 1 + S, 2)."""
-    Tc, S, n = log_q.shape
-    with np.errstate(invalid="ignore"):
-        values = np.concatenate([(log_q.sum(1) - log_r.sum(1))[:, None, :], log_q - log_r], axis=1)
-    stage_vals = values[:, 1:, :]
-    if zero_rule in ("bound", "exclude"):
-        # A stage nobody reached (after a stage with zero passes) has no term.
-        unreached = np.cumsum(log_r == -np.inf, axis=1) - (log_r == -np.inf) > 0
-        stage_vals[unreached] = np.nan
-    stage_vals[~mask] = np.nan
-    if zero_rule == "exclude":
-        values[~np.isfinite(values)] = np.nan
-    flat = values.reshape(Tc * (1 + S), n).T
-    alpha = 1 - spec.level
-    if spec.method == "bca" and spec.theta is not None and spec.accel is not None:
-        probs = bca_probs(flat, spec.theta[sl].ravel(), spec.accel[sl].ravel(), spec.level)
-    else:
-        probs = np.array([alpha / 2, 1 - alpha / 2])
-    return column_quantiles(flat, probs).reshape(Tc, 1 + S, 2)
+        return TrialBank(p_exp=self.p_exp_raw, p_obs=self.p_obs_raw)
 
 
 def _bank_chunk(
     pk: Packed,
     sl: slice,
     K: int,
-    n_ci: int,
     rng: np.random.Generator,
     log_table: np.ndarray,
-    zero_rule: ZeroRule,
-    spec: TaskScopeSpec,
     raw: bool = False,
 ) -> tuple[np.ndarray, ...]:
     k, m, m0, chain_p, mask = pk.k[sl], pk.m[sl], pk.m0[sl], pk.chain_p[sl], pk.mask[sl]
@@ -273,7 +246,7 @@ def _bank_chunk(
     W = log_table.shape[0]
     flat_table = log_table.ravel()
     # Checkpoints: one distribution per task-stage; rows laid out (task, stage, replicate).
-    p_hat = np.divide(k, m, out=np.zeros(k.shape), where=m > 0)
+    p_hat = np.where(m > 0, resampling_proportion(k, m), 0.0)
     ck = binomial_tables(m.ravel(), p_hat.ravel(), int(m.max()) + 1)
     rows = np.repeat(np.arange(Tc * S, dtype=np.int32), K)
     kstar = ck.sample(rows, rng.random(Tc * S * K))
@@ -306,18 +279,14 @@ def _bank_chunk(
     p_exp, p_obs = np.exp(log_q.sum(1)), np.exp(log_r.sum(1))
     # Padding stages have chain p = 1, so the last draw is passed*_n of the real last stage.
     extra = (p_exp_raw, prev.reshape(Tc, K) / m0[:, None].astype(np.float64)) if raw else ()
-    if n_ci == 0:
-        return (p_exp, p_obs, np.full((Tc, 1 + S, 2), np.nan), *extra)
-    return (p_exp, p_obs, _task_scope_ci(log_q[:, :, :n_ci], log_r[:, :, :n_ci], mask, zero_rule, spec, sl), *extra)
+    return (p_exp, p_obs, *extra)
 
 
 def trial_bank(
     pk: Packed,
     K: int,
-    n_ci: int,
     seed: np.random.SeedSequence,
     zero_rule: ZeroRule,
-    spec: TaskScopeSpec,
     workers: int | None = None,
     raw: bool = False,
 ) -> TrialBank:
@@ -325,7 +294,6 @@ def trial_bank(
 
     ``raw=True`` also keeps the raw P*'s of the same replicates (``p_exp_raw``, ``p_obs_raw``).
 
-    Task-scope intervals use the first ``n_ci`` replicates (0: skip them).
     Chunks run on ``workers`` threads (default: one per core). Results depend only
     on the inputs and ``seed``, never on ``workers``.
     """
@@ -339,15 +307,14 @@ def trial_bank(
     seeds = seed.spawn(len(slices))
     log_table = smoothed_log_table(int(max(pk.m.max(), pk.m0.max())), zero_rule)
     p_exp, p_obs = np.empty((T, K)), np.empty((T, K))
-    task_ci = np.empty((T, 1 + S, 2))
     p_exp_raw, p_obs_raw = (np.empty((T, K)), np.empty((T, K))) if raw else (None, None)
 
     def run(j: int) -> None:
         sl = slices[j]
-        out = _bank_chunk(pk, sl, K, n_ci, np.random.default_rng(seeds[j]), log_table, zero_rule, spec, raw)
-        p_exp[sl], p_obs[sl], task_ci[sl] = out[:3]
+        out = _bank_chunk(pk, sl, K, np.random.default_rng(seeds[j]), log_table, raw)
+        p_exp[sl], p_obs[sl] = out[:2]
         if raw:
-            p_exp_raw[sl], p_obs_raw[sl] = out[3:]
+            p_exp_raw[sl], p_obs_raw[sl] = out[2:]
 
     # numpy releases the GIL inside the sampler's array work: on an idle 2-core machine two
     # threads cut the bank time by about a third.
@@ -358,7 +325,7 @@ def trial_bank(
     else:
         for j in range(len(slices)):
             run(j)
-    return TrialBank(p_exp=p_exp, p_obs=p_obs, task_ci=task_ci, p_exp_raw=p_exp_raw, p_obs_raw=p_obs_raw)
+    return TrialBank(p_exp=p_exp, p_obs=p_obs, p_exp_raw=p_exp_raw, p_obs_raw=p_obs_raw)
 
 
 # --------------------------------------------------------------------------- aggregates
@@ -511,7 +478,7 @@ def rescaled_task_resample_gammas(
     used for expected and observed. A family with a single task carries no
     between-task information: its sum takes that task's trial-level replicate from
     ``bank`` (the two-stage scheme's value for one task), or stays fixed without a bank.
-    A rescaled sum that falls below 0 gives an undefined (NaN) replicate. Under
+    A rescaled sum that falls below 0 is clipped at 0 (Γ* = ±inf, kept as an order statistic). Under
     ``exclude`` a single-task family's bank replicate with an undefined log drops out
     (0/0: NaN), as in the two-stage scheme.
     """
@@ -541,25 +508,12 @@ def rescaled_task_resample_gammas(
         else:
             scaled[:, f, :] = obs[f]
     both = np.concatenate([scaled, scaled.sum(axis=1, keepdims=True)], axis=1)  # (n_boot, G, 2)
-    both[both < 0] = np.nan  # rescaling pushed a sum below 0: undefined replicate
+    # Rescaling can push a sum below 0; such a replicate is kept, not dropped (dropping cut off
+    # one tail, issue 8): the sum is clipped at 0, so its log is -inf and Γ* = ±inf.
+    np.maximum(both, 0.0, out=both)
     sums = (both[..., 0], both[..., 1])
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log(sums[0]) - np.log(sums[1])
-
-
-def hierarchical_jackknife(p_exp: np.ndarray, p_obs: np.ndarray, wmat: np.ndarray, zero_rule: ZeroRule) -> np.ndarray:
-    """Leave-one-task-out Γ per group, ``(T, G)``; NaN where the task is not in the group.
-
-    Γ is a ratio of weighted sums, so dropping task t just subtracts its terms.
-    """
-    if zero_rule == "exclude":
-        keep = (p_exp > 0) & (p_obs > 0)
-        p_exp, p_obs = np.where(keep, p_exp, 0.0), np.where(keep, p_obs, 0.0)
-    s_e, s_o = p_exp @ wmat, p_obs @ wmat
-    with np.errstate(divide="ignore", invalid="ignore"):
-        vals = np.log(s_e - p_exp[:, None] * wmat) - np.log(s_o - p_obs[:, None] * wmat)
-    vals[wmat == 0] = np.nan
-    return vals
 
 
 def trial_variants(t: TaskOutcomes, zero_rule: ZeroRule) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -18,7 +18,6 @@ from scipy import stats
 
 from hrbench.stats.bootstrap import (
     Packed,
-    TaskScopeSpec,
     column_quantiles,
     expanded_z,
     group_matrix,
@@ -113,11 +112,10 @@ def paired_difference(
     pe_b, po_b = np.array([e.p_expected for e in est_b]), np.array([e.p_observed for e in est_b])
 
     seed_a, seed_b, seed_h = np.random.SeedSequence(seed).spawn(3)
-    spec = TaskScopeSpec(level=level, method="percentile")
     K = max(n_boot, T)
     raw = uses_raw_aggregate(zero_rule, aggregate)
-    bank_a = trial_bank(pk_a, K, 0, seed_a, zero_rule, spec, raw=raw)
-    bank_b = trial_bank(pk_b, K, 0, seed_b, zero_rule, spec, raw=raw)
+    bank_a = trial_bank(pk_a, K, seed_a, zero_rule, raw=raw)
+    bank_b = trial_bank(pk_b, K, seed_b, zero_rule, raw=raw)
     probs = np.array([(1 - level) / 2, (1 + level) / 2])
     rows: list[DifferenceRow] = []
     common = dict(level=level, n_boot=n_boot)

@@ -5,13 +5,15 @@ P_exp,F = Σ w_t P_exp,t / Σ w_t and P_obs,F likewise with the *same* weights,
 Γ_F = ln(P_exp,F / P_obs,F). Stage averages are never multiplied.
 
 Aggregates sum unbiased (raw) per-task P's by default; task rows use the
-declared zero rule (docs/statistics.md §6 and §11 for why).
+declared zero rule (docs/statistics.md §6 and §11 for why). A raw count of 0
+that makes a log undefined gives ``gamma = None`` and a one-sided bound, under
+every rule.
 
-Intervals: the headline (``ci_low``/``ci_high``) is the hierarchical bootstrap
-for family and overall rows (it generalizes over the tasks those rows stand
-for; by default one-stage task resampling with the Rao–Wu rescaling and
-expanded percentiles) and the trial-level bootstrap for task rows; the
-trial-level interval of aggregates (these tasks only) is reported beside it.
+Intervals, each labelled with its estimand (``ci_estimand``): task rows get the
+MOVER–Jeffreys interval (``tasks: fixed``); family and overall rows get the
+cluster-t interval (``tasks: sampled``: the population of tasks they stand for;
+none for a row without a family of ≥ 2 tasks) as the headline, and the
+trial-level bootstrap (``tasks: fixed``) beside it.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from scipy import stats
 from hrbench.stats.bootstrap import (
     CiMethod,
     Packed,
-    TaskScopeSpec,
     TrialBank,
     aggregate_gamma,
     bca_probs,
@@ -35,13 +36,20 @@ from hrbench.stats.bootstrap import (
     expanded_z,
     group_matrix,
     hierarchical_gammas,
-    hierarchical_jackknife,
     jackknife_acceleration,
     pack,
     rescaled_task_resample_gammas,
     task_resample_gammas,
     trial_bank,
     trial_variants,
+)
+from hrbench.stats.cluster import (
+    FEW_TASKS_DF,
+    cluster_t_intervals,
+    var_p_expected,
+    jeffreys_log_limits,
+    mover_gamma_interval,
+    trial_variances,
 )
 from hrbench.stats.data import TaskOutcomes, ZeroRule
 from hrbench.stats.estimate import BoundSide, TaskEstimate, estimate_task
@@ -90,8 +98,25 @@ def quadrant(p_expected: float, p_observed: float, thresholds: QuadrantThreshold
     return "intermediate"
 
 
+Estimand = Literal["tasks: fixed", "tasks: sampled"]
+#: Row flags (docs/statistics.md §7): ``zero-rule`` a raw proportion entering a log is 0;
+#: ``one-sided`` Γ is undefined and reported as a bound; ``no-estimate`` neither Γ nor a bound;
+#: ``boundary`` some count is at m (every trial passed), the interval rests on the Jeffreys
+#: limit there; ``few-tasks`` tasks-sampled interval with < FEW_TASKS_DF df (t-based, wide,
+#: conservative); ``too-few-tasks`` no tasks-sampled interval (no family with ≥ 2 tasks);
+#: ``excluded`` dropped by the ``exclude`` rule.
+Flag = Literal["zero-rule", "one-sided", "no-estimate", "boundary", "few-tasks", "too-few-tasks", "excluded"]
+
+
 class ResidualRow(BaseModel):
-    """One row of the residual table. Infinite interval ends mean a one-sided interval."""
+    """One row of the residual table. Infinite interval ends mean a one-sided interval.
+
+    ``ci_low``/``ci_high`` is the headline interval for the population ``ci_estimand``
+    names: ``tasks: fixed`` (task rows: this task) or ``tasks: sampled`` (family/all rows:
+    the population of tasks the row's tasks stand for; null with ``ci_method =
+    "too-few-tasks"`` when the row has no family of ≥ 2 tasks). ``trial_ci_low``/
+    ``trial_ci_high`` is always ``tasks: fixed`` (these tasks only).
+    """
 
     # Infinite limits are meaningful (one-sided intervals); keep them distinguishable from null.
     model_config = ConfigDict(frozen=True, ser_json_inf_nan="strings")
@@ -104,10 +129,13 @@ class ResidualRow(BaseModel):
     gamma: float | None
     ci_low: float | None
     ci_high: float | None
+    ci_estimand: Estimand
     trial_ci_low: float | None
     trial_ci_high: float | None
     se_delta: float | None
     ci_method: str
+    trial_ci_method: str
+    df: float | None  # degrees of freedom of a t-based tasks-sampled interval
     level: float
     n_boot: int
     zero_rule: ZeroRule
@@ -117,6 +145,7 @@ class ResidualRow(BaseModel):
     quadrant: Quadrant | None
     bound: BoundSide | None = None
     bound_value: float | None = None
+    flags: list[Flag] = []
     stage_terms: list[float | None] | None = None
     stage_term_ci: list[tuple[float | None, float | None]] | None = None
 
@@ -128,9 +157,7 @@ def _f(x: float) -> float | None:
 
 def _var_p_expected(e: TaskEstimate) -> float:
     """Delta variance of P̂_exp = Π q̂_i: Σ_i (Π_{j≠i} q_j)² q_i(1−q_i)/m_i (finite even if a q is 0)."""
-    q, m = np.array(e.q), np.array(e.checkpoint_m)
-    others = np.array([np.prod(np.delete(q, i)) for i in range(q.size)])
-    return float(np.sum(others**2 * q * (1 - q) / m))
+    return var_p_expected(np.array(e.q), np.array(e.checkpoint_m))
 
 
 def aggregate_delta_se(ests: Sequence[TaskEstimate], weights: np.ndarray) -> float | None:
@@ -176,34 +203,71 @@ def _aggregate_bound(
     return None, None
 
 
-def _one_sided(bound: BoundSide | None, value: float | None, ci: tuple[float, float]) -> tuple[float, float]:
-    """Under the ``bound`` rule an undefined Γ is reported as the one-sided interval its bound gives
-    (every bootstrap replicate is then ±inf as well, which says nothing more)."""
+def _one_sided(bound: BoundSide | None, value: float | None) -> tuple[float, float]:
+    """The interval an undefined Γ is reported with: its one-sided bound, or (−inf, inf)
+    when nothing can be said (no success on either side)."""
     if bound == "lower" and value is not None:
         return value, math.inf
     if bound == "upper" and value is not None:
         return -math.inf, value
-    return ci
+    return -math.inf, math.inf
 
 
 def _percentile_probs(level: float) -> np.ndarray:
     return np.array([(1 - level) / 2, (1 + level) / 2])
 
 
-def _task_bca_inputs(
-    tasks: Sequence[TaskOutcomes], ests: Sequence[TaskEstimate], S: int, zero_rule: ZeroRule
-) -> tuple[np.ndarray, np.ndarray]:
-    """Point values and trial-jackknife accelerations of (Γ_t, stage terms), each (T, 1 + S)."""
-    theta = np.full((len(tasks), 1 + S), np.nan)
-    accel = np.zeros((len(tasks), 1 + S))
-    for j, (t, e) in enumerate(zip(tasks, ests)):
-        theta[j, 0] = np.nan if e.gamma is None else e.gamma
-        theta[j, 1 : 1 + t.n_stages] = [np.nan if v is None else v for v in e.stage_terms]
-        mult, lq, lr = trial_variants(t, zero_rule)
-        with np.errstate(invalid="ignore"):
-            vals = np.column_stack([lq.sum(1) - lr.sum(1), lq - lr])
-        accel[j, : 1 + t.n_stages] = jackknife_acceleration(vals, mult)
-    return theta, accel
+@dataclass(frozen=True)
+class _TaskValues:
+    """A task's point, tasks-fixed interval and flags (shared by its task row and a
+    family row that holds only this task)."""
+
+    gamma: float | None
+    low: float
+    high: float
+    method: str
+    bound: BoundSide | None
+    bound_value: float | None
+    flags: list[str]
+    stage_ci: list[tuple[float | None, float | None]]
+
+
+def _task_values(
+    t: TaskOutcomes, e: TaskEstimate, level: float, q_lim: tuple[np.ndarray, np.ndarray], r_lim: tuple[np.ndarray, np.ndarray]
+) -> _TaskValues:
+    """Γ̂ with its MOVER–Jeffreys interval, or the exact one-sided bound when a raw count is 0.
+
+    ``q_lim``/``r_lim`` are the Jeffreys log-limits of the task's checkpoint and natural
+    conditional proportions (:func:`~hrbench.stats.cluster.jeffreys_log_limits`). Under
+    every rule a task whose raw P̂_obs or some raw q̂_i is 0 gets ``gamma = None``:
+    smoothing would invent a finite residual there (issue 8: an agent that never passes
+    got Γ = −2.6 [−2.6, −2.6]). What the data do say is a bound (``gamma_bound``).
+    """
+    k, m = t.checkpoint_k, t.checkpoint_m
+    flags: list[str] = []
+    if bool(np.any(k == m) or t.passed[-1] == t.m0):
+        flags.append("boundary")
+    with np.errstate(divide="ignore"):  # raw rules: ln 0 = −inf, its stage term is None anyway
+        log_q = np.log(np.asarray(e.q))
+        log_r = np.log(np.array([np.nan if v is None else v for v in e.r]))
+    # Each stage term ln q_i − ln r_i is a two-term MOVER interval (vectorized over stages).
+    with np.errstate(invalid="ignore"):
+        down = np.sqrt(np.maximum(log_q - q_lim[0], 0) ** 2 + np.maximum(r_lim[1] - log_r, 0) ** 2)
+        up = np.sqrt(np.maximum(q_lim[1] - log_q, 0) ** 2 + np.maximum(log_r - r_lim[0], 0) ** 2)
+    stage_ci = [
+        (None, None) if term is None else (_f(term - d), _f(term + u))
+        for term, d, u in zip(e.stage_terms, down.tolist(), up.tolist())
+    ]
+    if e.excluded:
+        return _TaskValues(None, math.nan, math.nan, "excluded", None, None, ["zero-rule", "excluded", *flags], stage_ci)
+    if e.zero_rule_applied:  # a raw proportion is 0: Γ itself is not estimable, a bound may be
+        raw = e if e.zero_rule in ("bound", "exclude") else estimate_task(t, "bound", level)
+        low, high = _one_sided(raw.bound, raw.bound_value)
+        extra = ["one-sided"] if raw.bound else ["no-estimate"]
+        method = "exact-bound" if raw.bound else "none"
+        return _TaskValues(None, low, high, method, raw.bound, raw.bound_value, ["zero-rule", *extra, *flags], stage_ci)
+    low, high = mover_gamma_interval(log_q, q_lim, log_r, r_lim)
+    return _TaskValues(e.gamma, low, high, "mover-jeffreys", None, None, flags, stage_ci)
 
 
 def _trial_jackknife_aggregate(
@@ -224,7 +288,13 @@ def _trial_jackknife_aggregate(
 
 
 AggregateRule = Literal["unbiased", "smoothed"]
-HierarchicalScheme = Literal["tasks_rescaled", "tasks_then_trials", "tasks_only"]
+HierarchicalScheme = Literal["cluster_t", "tasks_rescaled", "tasks_then_trials", "tasks_only"]
+_HIER_LABEL = {
+    "cluster_t": "cluster-t",
+    "tasks_rescaled": "hierarchical",
+    "tasks_then_trials": "two-stage-hierarchical",
+    "tasks_only": "task-resample",
+}
 
 
 def uses_raw_aggregate(zero_rule: ZeroRule, aggregate: AggregateRule) -> bool:
@@ -245,14 +315,12 @@ def raw_probabilities(pk: Packed) -> tuple[np.ndarray, np.ndarray]:
 class AggregateReplicates:
     """Point values and bootstrap replicates of Γ per group (each family, then ``all``)."""
 
-    theta: np.ndarray  # (G,)
+    theta: np.ndarray  # (G,) NaN/±inf where a group's sum is 0
     trial_reps: np.ndarray  # (B, G)
-    hier_reps: np.ndarray  # (B, G)
-    accel_h: np.ndarray | None  # (G,) BCa accelerations, or None
-    accel_tr: np.ndarray | None
-    pe_row: np.ndarray  # (T, G) per-task P_exp that group g sums
-    po_row: np.ndarray
-    use_raw: np.ndarray  # (G,) bool
+    hier_reps: np.ndarray | None  # (B, G); None for the analytic cluster-t scheme
+    accel_tr: np.ndarray | None  # (G,) BCa accelerations of the trial-level interval, or None
+    pe: np.ndarray  # (T,) per-task P_exp the groups sum
+    po: np.ndarray
     df: np.ndarray | None  # (G,) Σ_f (n_f − 1) for the rescaled one-stage scheme, else None
 
 
@@ -271,50 +339,30 @@ def aggregate_replicates(
     hierarchical: HierarchicalScheme,
     bca: bool = False,
 ) -> AggregateReplicates:
-    """Γ per group with its trial-level and hierarchical replicates (docs/statistics.md §6–7).
+    """Γ per group with its trial-level (and bootstrap hierarchical) replicates (docs/statistics.md §6–7).
 
-    Under ``aggregate="unbiased"`` with a smoothing rule, a group sums the raw per-task
-    P's (and the bank's raw replicates) unless its raw expected or observed sum is 0,
-    in which case it falls back to the declared rule's P's. Equal ``hier_seed`` gives
-    equal task draws, which is what pairs two sides of a contrast.
+    Under ``aggregate="unbiased"`` with a smoothing rule, groups sum the raw per-task
+    P's and the bank's raw replicates; a group whose raw sum is 0 has an undefined Γ
+    (reported as a bound, never a smoothed stand-in). Equal ``hier_seed`` gives equal
+    task draws, which is what pairs two sides of a contrast.
     """
-    T = pk.n_tasks
-    G = wmat.shape[1]
-    smooth = dict(pe=pe_rule, po=po_rule, bank=bank, rule=zero_rule)
-    use_raw = np.zeros(G, bool)
-    variants = []
-    pe_row = np.repeat(pe_rule[:, None], G, 1)
-    po_row = np.repeat(po_rule[:, None], G, 1)
-    if uses_raw_aggregate(zero_rule, aggregate):
-        pe_raw, po_raw = raw_probabilities(pk)
-        use_raw = (pe_raw @ wmat > 0) & (po_raw @ wmat > 0)
-        variants.append((dict(pe=pe_raw, po=po_raw, bank=bank.raw(), rule="bound"), use_raw))
-        pe_row[:, use_raw] = pe_raw[:, None]
-        po_row[:, use_raw] = po_raw[:, None]
-    if not use_raw.all():
-        variants.append((smooth, ~use_raw))
-    theta = np.full(G, np.nan)
-    trial_reps = np.full((n_boot, G), np.nan)
-    hier_reps = np.full((n_boot, G), np.nan)
-    accel_h = np.zeros(G) if bca else None
-    accel_tr = np.zeros(G) if bca else None
+    if hierarchical not in _HIER_LABEL:
+        raise ValueError(f"unknown hierarchical scheme {hierarchical!r}; choose one of {tuple(_HIER_LABEL)}")
+    raw = uses_raw_aggregate(zero_rule, aggregate)
+    pe, po = raw_probabilities(pk) if raw else (pe_rule, po_rule)
+    b = bank.raw() if raw else bank
+    rule: ZeroRule = "bound" if raw else zero_rule
+    theta = aggregate_gamma(pe, po, wmat, rule)
+    trial_reps = aggregate_gamma(b.p_exp[:, :n_boot].T, b.p_obs[:, :n_boot].T, wmat, rule)
     weights = pk.weights * kept
-    for v, cols in variants:
-        rule, b = v["rule"], v["bank"]
-        theta[cols] = aggregate_gamma(v["pe"], v["po"], wmat, rule)[cols]
-        trial_reps[:, cols] = aggregate_gamma(b.p_exp[:, :n_boot].T, b.p_obs[:, :n_boot].T, wmat, rule)[:, cols]
-        if hierarchical == "tasks_then_trials":
-            h = hierarchical_gammas([b], pk, n_boot, hier_seed, rule, weights)[0]
-        elif hierarchical == "tasks_only":
-            h = task_resample_gammas(v["pe"], v["po"], pk, n_boot, hier_seed, weights)
-        elif hierarchical == "tasks_rescaled":
-            h = rescaled_task_resample_gammas(v["pe"], v["po"], pk, n_boot, hier_seed, weights, b, rule)
-        else:
-            raise ValueError(f"unknown hierarchical scheme {hierarchical!r}")
-        hier_reps[:, cols] = h[:, cols]
-        if bca:
-            accel_h[cols] = jackknife_acceleration(hierarchical_jackknife(v["pe"], v["po"], wmat, rule), np.ones(T))[cols]
-            accel_tr[cols] = _trial_jackknife_aggregate(tasks, v["pe"], v["po"], wmat, rule)[cols]
+    hier_reps = None
+    if hierarchical == "tasks_then_trials":
+        hier_reps = hierarchical_gammas([b], pk, n_boot, hier_seed, rule, weights)[0]
+    elif hierarchical == "tasks_only":
+        hier_reps = task_resample_gammas(pe, po, pk, n_boot, hier_seed, weights)
+    elif hierarchical == "tasks_rescaled":
+        hier_reps = rescaled_task_resample_gammas(pe, po, pk, n_boot, hier_seed, weights, b, rule)
+    accel_tr = _trial_jackknife_aggregate(tasks, pe, po, wmat, rule) if bca else None
     df = None
     if hierarchical == "tasks_rescaled":
         live = weights > 0
@@ -322,7 +370,7 @@ def aggregate_replicates(
         # Families with one task contribute trial-level (not between-task) noise: no df.
         per_f = np.where(n_f > 1, n_f - 1, 0).astype(np.float64)
         df = np.append(per_f, per_f.sum())
-    return AggregateReplicates(theta, trial_reps, hier_reps, accel_h, accel_tr, pe_row, po_row, use_raw, df)
+    return AggregateReplicates(theta, trial_reps, hier_reps, accel_tr, pe, po, df)
 
 
 def _interval(
@@ -341,6 +389,22 @@ def _interval(
     return column_quantiles(reps, stats.norm.cdf(expanded_z(level, df, reps.shape[1])))
 
 
+def median_shift(reps: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """Median of the finite replicates minus the point estimate, per column (0 where undefined).
+
+    A boundary count is resampled from its Jeffreys mean, not from k/m (bootstrap.py), which
+    moves the replicates of a sum of raw P's off the point by about 1/(2m) per boundary
+    stage; with many tasks that shift is comparable to the interval. The percentile ends
+    are moved back by it, so the interval is centred on the point it is reported with.
+    """
+    shift = np.zeros(reps.shape[1])
+    for g in range(reps.shape[1]):
+        finite = reps[:, g][np.isfinite(reps[:, g])]
+        if finite.size and np.isfinite(theta[g]):
+            shift[g] = np.median(finite) - theta[g]
+    return shift
+
+
 def residual_table(
     tasks: Sequence[TaskOutcomes],
     zero_rule: ZeroRule = "jeffreys",
@@ -350,99 +414,92 @@ def residual_table(
     quadrant_thresholds: QuadrantThresholds = QuadrantThresholds(),
     ci_method: CiMethod = "percentile",
     scopes: Sequence[Scope] = ALL_SCOPES,
-    hierarchical: HierarchicalScheme = "tasks_rescaled",
+    hierarchical: HierarchicalScheme = "cluster_t",
     aggregate: AggregateRule = "unbiased",
 ) -> list[ResidualRow]:
-    """Γ_H rows for every task, every family and ``all``, with bootstrap intervals.
+    """Γ_H rows for every task, every family and ``all``, with intervals for both estimands.
 
     Args:
         tasks: task units (checkpoint + natural trials of one agent, one condition).
-        zero_rule: pre-declared rule for zero / boundary counts.
-        n_boot: bootstrap replicates (both schemes).
+        zero_rule: pre-declared rule for zero / boundary counts (smooths defined logs;
+            a raw count of 0 always makes Γ a bound, docs/statistics.md §3).
+        n_boot: bootstrap replicates of the tasks-fixed interval of family/all rows.
         seed: seeds everything; equal inputs and seed give equal tables.
         level: nominal coverage of every interval.
         quadrant_thresholds: declared thresholds for the quadrant label.
-        ci_method: ``percentile`` (default) or ``bca``.
-        scopes: which rows to produce (calibration skips task rows).
-        hierarchical: headline resampling for family/all rows. ``tasks_rescaled``
-            (default): whole tasks redrawn within family, each keeping its estimate,
-            with the Rao–Wu small-sample rescaling; ``tasks_then_trials``: the
-            two-stage scheme (tasks, then trials; conservative, it counts trial noise
-            twice); ``tasks_only``: one-stage without rescaling. docs/statistics.md §7, §11.
+        ci_method: ``percentile`` (default) or ``bca`` for the bootstrap intervals.
+        scopes: which rows to produce.
+        hierarchical: tasks-sampled interval of family/all rows. ``cluster_t``
+            (default): linearized, CR2 stratified variance with Bell–McCaffrey df and
+            a trial-variance floor (:func:`~hrbench.stats.cluster.cluster_t_intervals`);
+            the bootstrap schemes ``tasks_rescaled`` (Rao–Wu rescaled task resampling),
+            ``tasks_then_trials`` (two-stage) and ``tasks_only`` are kept for comparison
+            (docs/statistics.md §7, §11).
         aggregate: per-task P's summed into family/all rows. ``unbiased`` (default):
-            under ``jeffreys``/``haldane`` the raw Π k_i/m_i and passed_n/m_0 (the
-            first-order bias correction of the smoothed proportions; unbiased, so their
-            sums are), falling back to the smoothed P's for a group whose raw sum is 0;
-            ``smoothed``: the declared rule's P's (the pre-calibration behaviour). Task
-            rows always use the declared rule. Under ``bound``/``exclude`` both are raw.
+            under ``jeffreys``/``haldane`` the raw Π k_i/m_i and passed_n/m_0 (unbiased,
+            so their sums are); ``smoothed``: the declared rule's P's. Task rows always
+            use the declared rule. Under ``bound``/``exclude`` both are raw.
     """
     tasks = list(tasks)
     ests = [estimate_task(t, zero_rule, level) for t in tasks]
     pk: Packed = pack(tasks)
     T, S = pk.k.shape
+    # Jeffreys log-limits of every checkpoint and natural-conditional proportion at once.
+    passed = np.zeros((T, S), np.int64)
+    reached = np.zeros((T, S), np.int64)
+    for j, t in enumerate(tasks):
+        passed[j, : t.n_stages], reached[j, : t.n_stages] = t.passed, t.reached
+    q_lim = jeffreys_log_limits(pk.k, pk.m, level)
+    r_lim = jeffreys_log_limits(passed, reached, level)
+    values = [
+        _task_values(t, e, level, (q_lim[0][j, : t.n_stages], q_lim[1][j, : t.n_stages]),
+                     (r_lim[0][j, : t.n_stages], r_lim[1][j, : t.n_stages]))
+        for j, (t, e) in enumerate(zip(tasks, ests))
+    ]
     names, member = group_matrix(pk)
     kept = np.array([not e.excluded for e in ests])
     wmat = member * (pk.weights * kept)[:, None]
     pe0 = np.array([e.p_expected for e in ests])
     po0 = np.array([e.p_observed for e in ests])
-    raw_agg = uses_raw_aggregate(zero_rule, aggregate)
-
-    ss = np.random.SeedSequence(seed)
-    bank_seed, hier_seed = ss.spawn(2)
-    bca = ci_method == "bca"
-    spec = TaskScopeSpec(level=level, method=ci_method)
-    if bca and "task" in scopes:
-        theta_t, accel_t = _task_bca_inputs(tasks, ests, S, zero_rule)
-        spec = TaskScopeSpec(level=level, method=ci_method, theta=theta_t, accel=accel_t)
-    agg_wanted = any(sc in scopes for sc in ("family", "all"))
-    bank = trial_bank(
-        pk, max(n_boot, T), n_boot if "task" in scopes else 0, bank_seed, zero_rule, spec, raw=raw_agg and agg_wanted
-    )
 
     rows: list[ResidualRow] = []
     common = dict(level=level, n_boot=n_boot, zero_rule=zero_rule)
     if "task" in scopes:
-        for j, (t, e) in enumerate(zip(tasks, ests)):
-            ci = bank.task_ci[j]
-            low, high = _one_sided(e.bound, e.bound_value, (ci[0, 0], ci[0, 1]))
+        for t, e, v in zip(tasks, ests, values):
             rows.append(
                 ResidualRow(
-                    scope="task",
-                    name=t.name,
-                    family=t.family,
-                    p_expected=e.p_expected,
-                    p_observed=e.p_observed,
-                    gamma=e.gamma,
-                    ci_low=_f(low),
-                    ci_high=_f(high),
-                    trial_ci_low=_f(low),
-                    trial_ci_high=_f(high),
-                    se_delta=e.se_delta,
-                    ci_method=f"trial-{ci_method}",
-                    zero_rule_applied=e.zero_rule_applied,
-                    n_tasks=1,
-                    n_excluded=int(e.excluded),
+                    scope="task", name=t.name, family=t.family, p_expected=e.p_expected, p_observed=e.p_observed,
+                    gamma=v.gamma, ci_low=_f(v.low), ci_high=_f(v.high), ci_estimand="tasks: fixed",
+                    trial_ci_low=_f(v.low), trial_ci_high=_f(v.high), se_delta=e.se_delta,
+                    ci_method=v.method, trial_ci_method=v.method, df=None,
+                    zero_rule_applied=e.zero_rule_applied, n_tasks=1, n_excluded=int(e.excluded),
                     quadrant=quadrant(e.p_expected, e.p_observed, quadrant_thresholds),
-                    bound=e.bound,
-                    bound_value=e.bound_value,
-                    stage_terms=e.stage_terms,
-                    stage_term_ci=[(_f(lo), _f(hi)) for lo, hi in ci[1 : 1 + t.n_stages]],
-                    **common,
+                    bound=v.bound, bound_value=v.bound_value, flags=v.flags,
+                    stage_terms=e.stage_terms, stage_term_ci=v.stage_ci, **common,
                 )
             )
     agg_scopes = [s for s in ("family", "all") if s in scopes]
     if not agg_scopes:
         return rows
 
-    agg = aggregate_replicates(
-        tasks, pk, pe0, po0, bank, wmat, kept, n_boot, hier_seed, zero_rule, aggregate, hierarchical, bca
-    )
-    theta_g, pe_row, po_row = agg.theta, agg.pe_row, agg.po_row
-    hier_label = {"tasks_rescaled": "hierarchical", "tasks_then_trials": "two-stage-hierarchical", "tasks_only": "task-resample"}[
-        hierarchical
-    ]
-    hier_ci = _interval(agg.hier_reps, theta_g, agg.accel_h, level, ci_method, agg.df)
-    trial_ci = _interval(agg.trial_reps, theta_g, agg.accel_tr, level, ci_method)
+    ss = np.random.SeedSequence(seed)
+    bank_seed, hier_seed = ss.spawn(2)
+    bank = trial_bank(pk, max(n_boot, T), bank_seed, zero_rule, raw=uses_raw_aggregate(zero_rule, aggregate))
+    agg = aggregate_replicates(tasks, pk, pe0, po0, bank, wmat, kept, n_boot, hier_seed, zero_rule, aggregate,
+                               hierarchical, ci_method == "bca")
+    trial_ci = _interval(agg.trial_reps, agg.theta, agg.accel_tr, level, ci_method)
+    if ci_method == "percentile":
+        trial_ci = trial_ci - median_shift(agg.trial_reps, agg.theta)[:, None]
+    if hierarchical == "cluster_t":
+        var_e, var_o = trial_variances(pk.k, pk.m, pk.mask, np.array([t.passed[-1] for t in tasks]), pk.m0)
+        ct = cluster_t_intervals(agg.pe, agg.po, var_e, var_o, wmat, pk.family_index, level)
+        hier_ci, hier_df = np.column_stack([ct.low, ct.high]), ct.df
+    else:
+        hier_ci = _interval(agg.hier_reps, agg.theta, None, level, "percentile", agg.df)
+        hier_df = agg.df if agg.df is not None else np.full(len(names), np.nan)
+    # The bootstrap options read percentiles (expanded for the rescaled scheme) whatever ci_method says.
+    hier_method = _HIER_LABEL[hierarchical] + ("" if hierarchical == "cluster_t" else "-percentile")
+    raw_ests: list[TaskEstimate] | None = None
 
     for g, name in enumerate(names):
         scope: Scope = "all" if g == len(names) - 1 else "family"
@@ -450,37 +507,62 @@ def residual_table(
             continue
         in_group = member[:, g] > 0
         idx = np.flatnonzero(in_group & kept)
+        base = dict(
+            scope=scope, name=name, family=None if scope == "all" else name, ci_estimand="tasks: sampled",
+            zero_rule_applied=any(ests[i].zero_rule_applied for i in np.flatnonzero(in_group)),
+            n_tasks=int(idx.size), n_excluded=int(np.sum(in_group & ~kept)), **common,
+        )
+        if idx.size <= 1:
+            # One task stands for no population: the row *is* its task row (same point, same
+            # tasks-fixed interval), and says that no tasks-sampled interval exists.
+            if idx.size == 0:
+                v = _TaskValues(None, math.nan, math.nan, "excluded", None, None, ["excluded"], [])
+                e = None
+            else:
+                v, e = values[idx[0]], ests[idx[0]]
+            rows.append(ResidualRow(
+                p_expected=e.p_expected if e else None, p_observed=e.p_observed if e else None, gamma=v.gamma,
+                ci_low=None, ci_high=None, trial_ci_low=_f(v.low), trial_ci_high=_f(v.high),
+                se_delta=e.se_delta if e else None, ci_method="too-few-tasks", trial_ci_method=v.method, df=None,
+                quadrant=quadrant(e.p_expected, e.p_observed, quadrant_thresholds) if e else None,
+                bound=v.bound, bound_value=v.bound_value, flags=[*v.flags, "too-few-tasks"], **base,
+            ))
+            continue
         group_ests = [ests[i] for i in idx]
         w = pk.weights[idx]
-        p_exp = float(np.dot(w, pe_row[idx, g]) / w.sum()) if idx.size else None
-        p_obs = float(np.dot(w, po_row[idx, g]) / w.sum()) if idx.size else None
-        gamma = _f(theta_g[g]) if np.isfinite(theta_g[g]) else None
-        bound, bound_value = (None, None)
-        if zero_rule == "bound" and gamma is None and idx.size:
-            bound, bound_value = _aggregate_bound(group_ests, w, level)
-        h_low, h_high = _one_sided(bound, bound_value, (hier_ci[g, 0], hier_ci[g, 1]))
-        t_low, t_high = _one_sided(bound, bound_value, (trial_ci[g, 0], trial_ci[g, 1]))
-        rows.append(
-            ResidualRow(
-                scope=scope,
-                name=name,
-                family=None if scope == "all" else name,
-                p_expected=p_exp,
-                p_observed=p_obs,
-                gamma=gamma,
-                ci_low=_f(h_low),
-                ci_high=_f(h_high),
-                trial_ci_low=_f(t_low),
-                trial_ci_high=_f(t_high),
-                se_delta=aggregate_delta_se(group_ests, w) if idx.size else None,
-                ci_method=f"{hier_label}-{ci_method}",
-                zero_rule_applied=any(ests[i].zero_rule_applied for i in np.flatnonzero(in_group)),
-                n_tasks=int(idx.size),
-                n_excluded=int(np.sum(in_group & ~kept)),
-                quadrant=None if p_exp is None else quadrant(p_exp, p_obs, quadrant_thresholds),
-                bound=bound,
-                bound_value=bound_value,
-                **common,
-            )
-        )
+        p_exp = float(np.dot(w, agg.pe[idx]) / w.sum())
+        p_obs = float(np.dot(w, agg.po[idx]) / w.sum())
+        flags: list[str] = ["zero-rule"] if base["zero_rule_applied"] else []
+        if any("boundary" in values[i].flags for i in idx):
+            flags.append("boundary")
+        if np.isfinite(agg.theta[g]):
+            gamma = float(agg.theta[g])
+            t_low, t_high = trial_ci[g]
+            h_low, h_high, df = hier_ci[g, 0], hier_ci[g, 1], _f(hier_df[g])
+            method = hier_method
+            if np.isnan(h_low):
+                method, df = "too-few-tasks", None
+                flags.append("too-few-tasks")
+            elif df is not None and df < FEW_TASKS_DF:
+                flags.append("few-tasks")
+            bound = bound_value = None
+            t_method = f"trial-{ci_method}"
+        else:  # every task of the group has a raw zero on one side: a bound for these tasks, nothing more
+            if raw_ests is None:
+                raw_ests = [e if zero_rule in ("bound", "exclude") else estimate_task(t, "bound", level)
+                            for t, e in zip(tasks, ests)]
+            gamma = None
+            bound, bound_value = _aggregate_bound([raw_ests[i] for i in idx], w, level)
+            t_low, t_high = _one_sided(bound, bound_value)
+            h_low = h_high = math.nan
+            df, method = None, "none"
+            t_method = "exact-bound" if bound else "none"
+            flags.append("one-sided" if bound else "no-estimate")
+        rows.append(ResidualRow(
+            p_expected=p_exp, p_observed=p_obs, gamma=gamma, ci_low=_f(h_low), ci_high=_f(h_high),
+            trial_ci_low=_f(t_low), trial_ci_high=_f(t_high),
+            se_delta=aggregate_delta_se(group_ests, w), ci_method=method, trial_ci_method=t_method, df=df,
+            quadrant=quadrant(p_exp, p_obs, quadrant_thresholds), bound=bound, bound_value=bound_value,
+            flags=flags, **base,
+        ))
     return rows

@@ -1,5 +1,5 @@
 """Protects the calibrated aggregate (docs/statistics.md §6–7, §11): unbiased per-task P's in
-family/all rows, and the one-stage rescaled task bootstrap as the hierarchical headline."""
+family/all rows, the bootstrap hierarchical options, and the exclude rule's single kept task."""
 
 import math
 
@@ -31,13 +31,13 @@ def test_aggregate_sums_raw_proportions_under_a_smoothing_rule():
     assert smoothed["F"].p_expected == pytest.approx((3 * ta.p_expected + tb.p_expected) / 4)
 
 
-def test_aggregate_falls_back_to_the_rule_when_every_raw_observed_is_zero():
+def test_aggregate_whose_raw_observed_sum_is_zero_is_a_bound_not_a_smoothed_value():
     a = outcomes_from_counts("a", "F", [8, 5], [10, 10], [4, 6, 0])
     b = outcomes_from_counts("b", "F", [9, 2], [10, 10], [5, 5, 0])
     fam = [r for r in residual_table([a, b], n_boot=200) if r.scope == "family"][0]
-    old = [r for r in residual_table([a, b], n_boot=200, aggregate="smoothed") if r.scope == "family"][0]
-    assert fam.gamma == pytest.approx(old.gamma) and math.isfinite(fam.gamma)
-    assert fam.p_observed == pytest.approx(old.p_observed) and fam.p_observed > 0
+    assert fam.gamma is None and fam.bound == "lower" and "one-sided" in fam.flags
+    assert fam.trial_ci_low == fam.bound_value and fam.trial_ci_high == math.inf
+    assert fam.ci_low is None and fam.ci_method == "none"  # a bound for these tasks says nothing of a population
 
 
 def test_rescaled_resample_gives_the_unbiased_variance_of_a_sum():
@@ -52,20 +52,12 @@ def test_rescaled_resample_gives_the_unbiased_variance_of_a_sum():
     assert sums.var() == pytest.approx(6 * x.var(ddof=1), rel=0.05)  # n · s², not n · s² · (n−1)/n
 
 
-def test_single_task_family_gets_its_trial_level_interval():
-    rng = np.random.default_rng(4)
-    tasks = _study(rng, n=5, fams="AAAAB")  # family B has one task
-    rows = {r.name: r for r in residual_table(tasks, n_boot=400)}
-    b = rows["B"]
-    assert b.ci_low == pytest.approx(b.trial_ci_low) and b.ci_high == pytest.approx(b.trial_ci_high)
-    assert b.ci_low < b.gamma < b.ci_high
-
-
 def test_hierarchical_schemes_are_labelled():
     tasks = _study(np.random.default_rng(5))
-    assert residual_table(tasks, n_boot=200)[-1].ci_method == "hierarchical-percentile"
-    two = residual_table(tasks, n_boot=200, hierarchical="tasks_then_trials")[-1]
-    assert two.ci_method == "two-stage-hierarchical-percentile" and two.ci_low < two.gamma < two.ci_high
+    assert residual_table(tasks, n_boot=200)[-1].ci_method == "cluster-t"
+    for scheme, label in (("tasks_then_trials", "two-stage-hierarchical"), ("tasks_rescaled", "hierarchical")):
+        row = residual_table(tasks, n_boot=200, hierarchical=scheme)[-1]
+        assert row.ci_method == f"{label}-percentile" and row.ci_low < row.gamma < row.ci_high
 
 
 def test_paired_difference_uses_the_residual_table_aggregate():
@@ -82,5 +74,7 @@ def test_exclude_rule_single_kept_task_gets_a_finite_trial_level_interval():
     drop = outcomes_from_counts("b", "F", [0, 5], [12, 12], [6, 6, 0])  # k = 0: undefined, excluded
     fam = [r for r in residual_table([keep, drop], zero_rule="exclude", n_boot=300) if r.scope == "family"][0]
     assert fam.n_tasks == 1 and fam.n_excluded == 1
-    assert math.isfinite(fam.ci_low) and math.isfinite(fam.ci_high)
-    assert fam.ci_low == pytest.approx(fam.trial_ci_low) and fam.ci_high == pytest.approx(fam.trial_ci_high)
+    assert math.isfinite(fam.trial_ci_low) and math.isfinite(fam.trial_ci_high)
+    assert fam.ci_low is None and fam.ci_method == "too-few-tasks"
+    task = [r for r in residual_table([keep, drop], zero_rule="exclude", n_boot=300) if r.name == "a"][0]
+    assert (fam.gamma, fam.trial_ci_low, fam.trial_ci_high) == (task.gamma, task.trial_ci_low, task.trial_ci_high)

@@ -68,11 +68,13 @@ def test_zero_rule_bound_reports_upper_bound_when_a_stage_never_passes():
     assert est.gamma is None and est.bound == "upper" and est.bound_value is not None
 
 
-def test_zero_rule_bound_row_has_no_point_value_and_one_sided_interval():
-    rows = residual_table([four_repairs(natural_success=0)], zero_rule="bound", n_boot=200)
-    for row in rows:  # the task row and its aggregates
-        assert row.gamma is None and row.bound == "lower"
-        assert row.ci_low == row.bound_value and row.ci_high == math.inf
+@pytest.mark.parametrize("rule", ["bound", "jeffreys", "haldane"])
+def test_no_natural_success_gives_no_point_value_and_a_one_sided_interval_under_every_rule(rule):
+    rows = residual_table([four_repairs(natural_success=0)], zero_rule=rule, n_boot=200)
+    for row in rows:  # the task row and its aggregates (one task: the same values)
+        assert row.gamma is None and row.bound == "lower" and "one-sided" in row.flags and row.zero_rule_applied
+        assert row.trial_ci_low == row.bound_value and row.trial_ci_high == math.inf
+    assert rows[0].ci_low == rows[0].bound_value  # a task row's headline is its tasks-fixed interval
 
 
 def test_zero_rule_exclude_drops_task_and_counts_it():

@@ -1,0 +1,172 @@
+"""Intervals whose coverage does not depend on having many tasks or large counts.
+
+Two constructions (docs/statistics.md §7):
+
+* :func:`mover_gamma_interval` — **tasks: fixed**, one task: Γ = Σ ln q_i − Σ ln r_i is
+  a sum of logs of independent binomial proportions (checkpoint stages, and the natural
+  chain's conditionals, whose likelihood factorizes). MOVER (Zou & Donner 2008) combines
+  the Jeffreys interval of each term, so a count at 0 or m keeps a non-zero width.
+* :func:`cluster_t_intervals` — **tasks: sampled**, families and ``all``: the
+  linearized ratio-of-means estimator with the CR2 (stratified) variance and
+  Bell–McCaffrey / Satterthwaite degrees of freedom, Γ̂ ± t_ν·SE, with a floor on each
+  stratum's variance at its trial-level part (the between-task spread of the tasks'
+  estimates contains their trial noise, so the sample variance can be below the trial
+  variance only by chance — with two tasks it can even be 0).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special, stats
+
+#: Below this many degrees of freedom the tasks-sampled interval is t-based with so few df
+#: that it is conservative (calibration, docs/statistics.md §11): flagged ``few-tasks``.
+FEW_TASKS_DF = 4.0
+
+
+def jeffreys_log_limits(k: np.ndarray, m: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """ln of the equal-tailed Jeffreys limits of k of m (elementwise): Beta(k+½, m−k+½)
+    quantiles, with the boundary modification of Brown, Cai & DasGupta (2001): lower
+    limit 0 (ln = −inf) at k = 0, upper limit 1 (ln = 0) at k = m."""
+    alpha = 1 - level
+    k, m = np.asarray(k, np.float64), np.asarray(m, np.float64)
+    a, b = k + 0.5, np.maximum(m - k, 0) + 0.5
+    low = special.betaincinv(a, b, alpha / 2)
+    high = np.where(k >= m, 1.0, special.betaincinv(a, b, 1 - alpha / 2))
+    with np.errstate(divide="ignore"):
+        return np.log(np.where(k <= 0, 0.0, low)), np.log(high)
+
+
+def mover_gamma_interval(
+    log_q: np.ndarray,
+    q_limits: tuple[np.ndarray, np.ndarray],
+    log_r: np.ndarray,
+    r_limits: tuple[np.ndarray, np.ndarray],
+) -> tuple[float, float]:
+    """MOVER interval of Σ ln q_i − Σ ln r_i from per-term log-limits (:func:`jeffreys_log_limits`).
+
+    With θ̂ = Σ log_q − Σ log_r (the point estimate, under the declared rule) and
+    [l_i, u_i] the limits of each log-proportion,
+
+        L = θ̂ − sqrt(Σ (θ̂_qi − l_qi)² + Σ (u_ri − θ̂_ri)²)
+        U = θ̂ + sqrt(Σ (u_qi − θ̂_qi)² + Σ (θ̂_ri − l_ri)²)
+
+    (Zou & Donner 2008, Stat. Med. 27:1693–1702; Newcombe 1998 for one difference). A
+    term at k = m has u = 0 but l < θ̂, so the interval never collapses; a term at k = 0
+    has l = −inf, so its side of the interval is open.
+    """
+    (lq_lo, lq_hi), (lr_lo, lr_hi) = q_limits, r_limits
+    log_q, log_r = np.asarray(log_q, np.float64), np.asarray(log_r, np.float64)
+    theta = float(log_q.sum() - log_r.sum())
+    # A raw point at k = m equals u (difference 0); clip float noise below 0.
+    down = np.sum(np.maximum(log_q - lq_lo, 0) ** 2) + np.sum(np.maximum(lr_hi - log_r, 0) ** 2)
+    up = np.sum(np.maximum(lq_hi - log_q, 0) ** 2) + np.sum(np.maximum(log_r - lr_lo, 0) ** 2)
+    return theta - math.sqrt(down), theta + math.sqrt(up)
+
+
+def var_p_expected(q: np.ndarray, m: np.ndarray) -> float:
+    """Delta variance of Π q̂_i: Σ_i (Π_{j≠i} q_j)² q_i(1−q_i)/m_i."""
+    q, m = np.asarray(q, np.float64), np.asarray(m, np.float64)
+    # Π_{j≠i} q_j as prefix × suffix products: exact even where some q_j is 0.
+    before = np.concatenate([[1.0], np.cumprod(q[:-1])])
+    after = np.concatenate([np.cumprod(q[::-1][:-1])[::-1], [1.0]])
+    others = before * after
+    return float(np.sum(others**2 * q * (1 - q) / m))
+
+
+def trial_variances(k: np.ndarray, m: np.ndarray, mask: np.ndarray, k0: np.ndarray, m0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-task trial variances of the raw P̂_exp = Π k_i/m_i and P̂_obs = k_0/m_0.
+
+    Evaluated at the Jeffreys means (k+½)/(m+1), so a task whose counts sit at 0 or m
+    still has its (small, non-zero) trial variance. (T, S) arrays with a padding mask.
+    """
+    q = np.where(mask, (k + 0.5) / (m + 1.0), 1.0)
+    mm = np.where(mask, m, 1).astype(np.float64)
+    prod = q.prod(axis=1, keepdims=True)
+    others = prod / q
+    var_e = np.sum(np.where(mask, others**2 * q * (1 - q) / mm, 0.0), axis=1)
+    o = (k0 + 0.5) / (m0 + 1.0)
+    return var_e, o * (1 - o) / m0
+
+
+def _floor_share(n: int) -> float:
+    """Share of the trial variance a family's sample variance is floored at.
+
+    Fewer than 5 tasks (ν < 4, flagged ``few-tasks``): the whole trial variance — with
+    2 tasks the sample variance is 0 by chance often enough to give zero-width intervals,
+    and the row is declared conservative anyway. From 5 tasks on, the floor is the
+    2.5 % quantile of χ²_{n−1}/(n−1) times the trial variance: the smallest sample
+    variance consistent with the known trial part, so it binds only in the far lower
+    tail (e.g. every task passes every trial) and leaves the t interval's calibration
+    alone (a full floor over-covered: 0.97–0.99 with 5–10 tasks, docs/statistics.md §11).
+    """
+    return 1.0 if n < 5 else float(stats.chi2.ppf(0.025, n - 1)) / (n - 1)
+
+
+@dataclass(frozen=True)
+class ClusterT:
+    """Tasks-sampled interval per group; NaN limits where no between-task information exists."""
+
+    low: np.ndarray  # (G,)
+    high: np.ndarray  # (G,)
+    se: np.ndarray  # (G,)
+    df: np.ndarray  # (G,) Satterthwaite df (NaN: no interval)
+    n_multi: np.ndarray  # (G,) strata with ≥ 2 tasks in the group
+
+
+def cluster_t_intervals(
+    p_exp: np.ndarray,
+    p_obs: np.ndarray,
+    var_exp: np.ndarray,
+    var_obs: np.ndarray,
+    wmat: np.ndarray,
+    stratum: np.ndarray,
+    level: float,
+) -> ClusterT:
+    """Γ̂_g ± t_ν·SE for every group g = column of ``wmat`` (weights × membership).
+
+    Linearization: Γ̂ − Γ ≈ Σ_t x_t with x_t = (w_t/W)(P̂e_t/Ē − P̂o_t/Ō). Within stratum
+    f (family; the family mix is a design choice) the n_f tasks are a sample, so the
+    stratum total has the with-replacement variance v_f = n_f/(n_f−1) Σ (x_t − x̄_f)² —
+    for a stratified mean this *is* the CR2 estimator (Bell & McCaffrey 2002), and its
+    Bell–McCaffrey df is the Satterthwaite ν = (Σ v_f)² / Σ v_f²/(n_f−1), which is
+    n_f − 1 for one family. v_f is floored at (a share, :func:`_floor_share`, of) the
+    stratum's trial-level variance Σ (w_t/W)² (Var P̂e_t/Ē² + Var P̂o_t/Ō²), the known
+    lower bound of its expectation. A single-task
+    stratum stands for itself: it adds its trial variance and no df. A group with no
+    stratum of ≥ 2 tasks gets no interval (NaN).
+    """
+    T, G = wmat.shape
+    low, high, se, df = (np.full(G, np.nan) for _ in range(4))
+    n_multi = np.zeros(G, np.int64)
+    for g in range(G):
+        w = wmat[:, g]
+        live = w > 0
+        W = w.sum()
+        E, O = np.dot(w, p_exp) / W if W > 0 else 0.0, np.dot(w, p_obs) / W if W > 0 else 0.0
+        if not (E > 0 and O > 0):
+            continue
+        x = (w / W) * (p_exp / E - p_obs / O)
+        tau = (w / W) ** 2 * (var_exp / E**2 + var_obs / O**2)
+        v_tot, denom = 0.0, 0.0
+        for f in np.unique(stratum[live]):
+            s = live & (stratum == f)
+            n = int(s.sum())
+            floor = float(tau[s].sum())
+            if n == 1:
+                v_tot += floor
+                continue
+            v = max(n / (n - 1) * float(np.sum((x[s] - x[s].mean()) ** 2)), floor * _floor_share(n))
+            v_tot += v
+            denom += v * v / (n - 1)
+            n_multi[g] += 1
+        if n_multi[g] == 0:
+            continue
+        nu = v_tot**2 / denom
+        half = float(stats.t.ppf(0.5 + level / 2, nu)) * math.sqrt(v_tot)
+        theta = math.log(E) - math.log(O)
+        low[g], high[g], se[g], df[g] = theta - half, theta + half, math.sqrt(v_tot), nu
+    return ClusterT(low=low, high=high, se=se, df=df, n_multi=n_multi)
