@@ -6,7 +6,8 @@ import math
 import pytest
 
 from hrbench.agents.sim import population_truth, sim_truth
-from hrbench.protocol import CONDITIONS, CheckpointProtocol, SimParams
+from hrbench.agents.specs import SimParams
+from hrbench.protocol import CONDITIONS, CheckpointProtocol
 from hrbench.tasks.loader import load_task
 from tests.conftest import TINY_TASK
 
