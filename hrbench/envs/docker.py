@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hrbench.envs.base import ExecResult, SandboxError, VerifierResult
-from hrbench.envs.local import CHECK_LIBRARY, SANDBOX_PATH, _read_reward
+from hrbench.envs.confine import SANDBOX_PATH
+from hrbench.envs.local import CHECK_LIBRARY, _read_reward
 from hrbench.envs.shell import PersistentShell
 from hrbench.tasks.model import Stage, Task
 
