@@ -118,7 +118,7 @@ def report(study: Path = typer.Argument(..., help="study YAML file"),
             stores.read_all("intervention_contrasts"), stores.read_all("sensitivity_sweep"))
     except (StudyError, TaskError, MissingTrials) as exc:
         raise _fail(exc, hint=f"; run `hrbench run {study} --out {out}` first") from exc
-    console.print(f"report: {write_report(run.design, tables, run.stores.report_path)}", markup=False)
+    console.print(f"report: {write_report(run.design, tables, run.stores.report_path, stores)}", markup=False)
     console.print(f"summary: {write_summary(run.design, tables, run.stores.summary_path)}", markup=False)
 
 
