@@ -24,7 +24,12 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from hrbench.report import figures
-from hrbench.stats.dense import PASS_THRESHOLDS, failure_summary, mean_reward, pass_at_1_table
+from hrbench.stats.dense import (
+    PASS_THRESHOLDS,
+    failure_summary,
+    mean_reward,
+    pass_at_1_table,
+)
 from hrbench.stats.intervals import wilson_interval
 from hrbench.stats.rank import rank_partial_correlation
 
@@ -244,45 +249,59 @@ def _estimand_notes(residuals: pd.DataFrame) -> list[str]:
     return notes
 
 
-_FIGURES: list[tuple[str, str, str, Callable[[ReportInputs, pd.DataFrame], bytes | None]]] = [
-    ("forest", "Forest plot of Γ_H", "Γ̂ with its interval per agent, condition and scope (bold: all tasks); "
-     "× marks the simulated truth where the agent is simulated.", lambda i, s: figures.forest_plot(i.residuals)),
-    ("waterfall", "Stage-wise waterfall", "Mean stage term ln(q̂_i / r̂_i) over tasks, cumulated by stage: where "
-     "the natural rollout falls behind the checkpoint prediction.", lambda i, s: figures.waterfall_plot(i.residuals)),
-    ("q_vs_r", "q̂ vs r̂ by stage", "Checkpoint pass rate against natural conditional pass rate per stage "
-     "(colour: stage position); below the diagonal the rollout did worse than its checkpoint.",
-     lambda i, s: figures.q_vs_r_plot(i.stage_estimates, i.observed)),
-    ("survival", "Survival by stage", "Share of natural rollouts that passed at least k stages (solid) and "
-     "the checkpoint prediction Π q̂ (dashed).", lambda i, s: figures.survival_plot(i.natural, i.stage_estimates)),
-    ("contrasts", "Intervention contrasts ΔΓ(I)", "Γ(baseline) − Γ(I), paired over tasks; each side keeps its "
-     "own P_expected and P_observed.", lambda i, s: figures.contrast_plot(i.contrasts)),
-    ("sensitivity", "Sensitivity ranges", "Range of Γ of the baseline over every admissible protocol, baseline "
-     "model, zero rule and decomposition; robust only when every interval agrees.",
-     lambda i, s: figures.sensitivity_plot(i.sensitivity)),
-    ("depth_work", "Depth–work plane", "W (solution lines) against D (smallest turn cap some model passes "
-     "under), per task; H_dep stands in when D was not measured.", lambda i, s: figures.depth_work_plot(s)),
-    ("reward_histogram", "Dense reward R", "R = Σ w_k r_k / Σ w_k of every natural rollout (stage verifiers' "
-     "rewards, stage weights of task.toml; unreached stages score 0).", lambda i, s: figures.reward_histogram(i.dense)),
-    ("cost_pass", "Cost–pass Pareto", "Mean cost per run against pass rate, per agent and condition; the red "
-     "line joins the points no other beats on both.", lambda i, s: figures.cost_pass_plot(i.dense)),
+@dataclass(frozen=True)
+class _FigureSpec:
+    key: str
+    title: str
+    caption: str
+    draw: Callable[[ReportInputs, pd.DataFrame], bytes | None]  # (inputs, structure table) -> PNG
+
+
+def positions_of(inputs: ReportInputs) -> pd.DataFrame:
+    """The per-record position table when given, else the chunk-level one from checkpoint trials."""
+    return inputs.positions if len(inputs.positions) else chunk_positions(inputs.stage_estimates)
+
+
+_FIGURES = [
+    _FigureSpec("forest", "Forest plot of Γ_H", "Γ̂ with its interval per agent, condition and scope (bold: all "
+                "tasks); × marks the simulated truth where the agent is simulated.",
+                lambda i, s: figures.forest_plot(i.residuals)),
+    _FigureSpec("waterfall", "Stage-wise waterfall", "Mean stage term ln(q̂_i / r̂_i) over tasks, cumulated by "
+                "stage: where the natural rollout falls behind the checkpoint prediction.",
+                lambda i, s: figures.waterfall_plot(i.residuals)),
+    _FigureSpec("q_vs_r", "q̂ vs r̂ by stage", "Checkpoint pass rate against natural conditional pass rate per "
+                "stage (colour: stage position); below the diagonal the rollout did worse than its checkpoint.",
+                lambda i, s: figures.q_vs_r_plot(i.stage_estimates, i.observed)),
+    _FigureSpec("survival", "Survival by stage", "Share of natural rollouts that passed at least k stages "
+                "(solid) and the checkpoint prediction Π q̂ (dashed).",
+                lambda i, s: figures.survival_plot(i.natural, i.stage_estimates)),
+    _FigureSpec("contrasts", "Intervention contrasts ΔΓ(I)", "Γ(baseline) − Γ(I), paired over tasks; each side "
+                "keeps its own P_expected and P_observed.", lambda i, s: figures.contrast_plot(i.contrasts)),
+    _FigureSpec("sensitivity", "Sensitivity ranges", "Range of Γ of the baseline over every admissible protocol, "
+                "baseline model, zero rule and decomposition; robust only when every interval agrees.",
+                lambda i, s: figures.sensitivity_plot(i.sensitivity)),
+    _FigureSpec("depth_work", "Depth–work plane", "W (solution lines) against D (smallest turn cap some model "
+                "passes under), per task; H_dep stands in when D was not measured.",
+                lambda i, s: figures.depth_work_plot(s)),
+    _FigureSpec("reward_histogram", "Dense reward R", "R = Σ w_k r_k / Σ w_k of every natural rollout (stage "
+                "verifiers' rewards, stage weights of task.toml; unreached stages score 0).",
+                lambda i, s: figures.reward_histogram(i.dense)),
+    _FigureSpec("cost_pass", "Cost–pass Pareto", "Mean cost per run against pass rate, per agent and condition; "
+                "the red line joins the points no other beats on both.", lambda i, s: figures.cost_pass_plot(i.dense)),
+    _FigureSpec("position", "Accuracy by output position (transduction)", "Accuracy by relative output position "
+                "with Wilson intervals per bin; a flat curve means the model does not degrade along the document.",
+                lambda i, s: figures.position_plot(positions_of(i))),
 ]
-_POSITION = ("position", "Accuracy by output position (transduction)",
-             "Accuracy by relative output position with Wilson intervals per bin; a flat curve means the "
-             "model does not degrade along the document.")
 
 
 def report_figures(inputs: ReportInputs) -> list[Figure]:
     """Every figure the inputs have data for, in report order."""
     structure = structure_table(inputs.catalog, inputs.depth)
     out = []
-    for key, title, caption, draw in _FIGURES:
-        png = draw(inputs, structure)
+    for spec in _FIGURES:
+        png = spec.draw(inputs, structure)
         if png is not None:
-            out.append(Figure(key=key, title=title, caption=caption, png=png))
-    positions = inputs.positions if len(inputs.positions) else chunk_positions(inputs.stage_estimates)
-    png = figures.position_plot(positions)
-    if png is not None:
-        out.append(Figure(key=_POSITION[0], title=_POSITION[1], caption=_POSITION[2], png=png))
+            out.append(Figure(key=spec.key, title=spec.title, caption=spec.caption, png=png))
     return out
 
 
@@ -299,7 +318,7 @@ def report_context(header: ReportHeader, inputs: ReportInputs, figs: list[Figure
     overall_contrasts = inputs.contrasts[inputs.contrasts["scope"] != "task"] if len(inputs.contrasts) else inputs.contrasts
     sensitivity = inputs.sensitivity[inputs.sensitivity["scope"] != "task"] if len(inputs.sensitivity) else inputs.sensitivity
     applied = int(residuals["zero_rule_applied"].fillna(False).astype(bool).sum()) if "zero_rule_applied" in residuals else None
-    positions = inputs.positions if len(inputs.positions) else chunk_positions(inputs.stage_estimates)
+    positions = positions_of(inputs)
     return {
         "header": header.model_dump(),
         "figures": [{"key": f.key, "title": f.title, "caption": f.caption, "src": f.data_uri} for f in figs],

@@ -19,7 +19,13 @@ from pydantic import BaseModel, ConfigDict
 from hrbench.analysis import ReportTables
 from hrbench.design import StudyDesign
 from hrbench.harness.records import TrialRecord
-from hrbench.report.context import Figure, ReportHeader, ReportInputs, report_context, report_figures
+from hrbench.report.context import (
+    Figure,
+    ReportHeader,
+    ReportInputs,
+    report_context,
+    report_figures,
+)
 from hrbench.stores import StudyStores
 from hrbench.structure.tables import dense_table
 

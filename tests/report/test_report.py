@@ -16,7 +16,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hrbench.report.context import ReportInputs, chunk_positions, figure_metadata, report_figures
+from hrbench.report.context import (
+    ReportInputs,
+    chunk_positions,
+    figure_metadata,
+    report_figures,
+)
 from hrbench.report.html import render_report
 from tests.report import tables
 
@@ -148,7 +153,7 @@ def _chromium(args: list[str], html: Path) -> str:
 
 def _probe(html: Path) -> dict:
     dom = _chromium(["--virtual-time-budget=10000", "--dump-dom"], html)
-    title = re.search(r"<title>PROBE(.*?)</title>", dom, re.S)
+    title = re.search(r"<title>PROBE(.*?)</title>", dom, re.DOTALL)
     assert title, f"the probe never ran: {dom[:500]}"
     return json.loads(title.group(1).replace("&quot;", '"').replace("&amp;", "&"))
 

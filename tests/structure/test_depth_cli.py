@@ -38,7 +38,7 @@ def test_depth_prints_d_and_w_of_given_task_dirs_for_a_studys_agent(tmp_path):
     result = CliRunner().invoke(app, ["depth", str(REGISTRY / "calib-parallel"), "--study",
                                       str(_study(tmp_path, 100)), "--agent", "batcher"])
     assert result.exit_code == 0, result.output
-    task, d, n, lines, *_ = _row(result.output, "calib-parallel")
+    _, d, n, lines, *_ = _row(result.output, "calib-parallel")
     assert (d, n) == ("1", "1")
     assert int(lines) > 10  # W: ten answer lines and the preamble of the reference solution
 
