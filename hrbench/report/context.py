@@ -155,7 +155,7 @@ def dense_summary(dense: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """Per agent and condition: R̄ with its interval, pass@1(τ) with Wilson intervals, failure types, resources."""
     if not len(dense):
         return pd.DataFrame()
-    dense = dense.assign(condition=figures._condition(dense))
+    dense = dense.assign(condition=figures.condition_column(dense))
     rows = []
     for (agent, condition), g in dense.groupby(["agent", "condition"], sort=False):
         R = g["reward"].to_numpy(dtype=float)
@@ -194,11 +194,11 @@ def raw_counts(stage_estimates: pd.DataFrame, observed: pd.DataFrame, natural: p
     """Raw counts per agent, condition and task: checkpoint k/m per stage, natural k0/m0, harness errors."""
     if not len(observed):
         return pd.DataFrame()
-    obs = observed.assign(condition=figures._condition(observed))
+    obs = observed.assign(condition=figures.condition_column(observed))
     tasks = obs.groupby(["agent", "condition", "task"], sort=False).agg(m0=("m0", "first"), k0=("k0", "first"))
     tasks = tasks.reset_index()
     if len(stage_estimates):
-        est = stage_estimates.assign(condition=figures._condition(stage_estimates)).sort_values("stage_index")
+        est = stage_estimates.assign(condition=figures.condition_column(stage_estimates)).sort_values("stage_index")
         ck = est.groupby(["agent", "condition", "task"], sort=False).apply(
             lambda g: " ".join(f"{k}/{m}" for k, m in zip(g["k"], g["m"])), include_groups=False)
         tasks["checkpoint k/m per stage"] = [ck.get((a, c, t)) for a, c, t in

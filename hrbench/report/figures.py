@@ -31,13 +31,13 @@ def png_bytes(fig: Figure, dpi: int = 110) -> bytes:
     return buffer.getvalue()
 
 
-def _condition(frame: pd.DataFrame) -> pd.Series:
+def condition_column(frame: pd.DataFrame) -> pd.Series:
     """The `condition` column, or `baseline` for tables written before conditions existed."""
     return frame["condition"] if "condition" in frame else pd.Series("baseline", index=frame.index)
 
 
 def _ranked(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
-    frame = frame.assign(_rank=frame["scope"].map(_SCOPE_RANK), _condition=_condition(frame))
+    frame = frame.assign(_rank=frame["scope"].map(_SCOPE_RANK), _condition=condition_column(frame))
     return frame.sort_values([*keys[:-1], "_rank", keys[-1]], kind="stable")
 
 
@@ -112,7 +112,7 @@ def stage_term_means(residuals: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["agent", "condition", "stage_index", "term", "n_tasks"])
     tasks = residuals[(residuals["scope"] == "task") & residuals["stage_terms"].notna()]
     rows = []
-    for agent, condition, terms in zip(tasks["agent"], _condition(tasks), tasks["stage_terms"]):
+    for agent, condition, terms in zip(tasks["agent"], condition_column(tasks), tasks["stage_terms"]):
         values = json.loads(terms) if isinstance(terms, str) else list(terms)
         rows += [{"agent": agent, "condition": condition, "stage_index": i, "term": v}
                  for i, v in enumerate(values) if v is not None and math.isfinite(v)]
@@ -166,8 +166,8 @@ def q_vs_r_plot(estimates: pd.DataFrame, observed: pd.DataFrame) -> bytes | None
     """
     if not len(estimates) or not len(observed):
         return None
-    est = estimates.assign(condition=_condition(estimates))
-    obs = observed.assign(condition=_condition(observed))
+    est = estimates.assign(condition=condition_column(estimates))
+    obs = observed.assign(condition=condition_column(observed))
     both = est.merge(obs[["agent", "condition", "task", "stage_index", "r_hat", "reached"]],
                      on=["agent", "condition", "task", "stage_index"])
     both = both[both["reached"] > 0]
@@ -201,10 +201,10 @@ def survival_table(natural: pd.DataFrame, estimates: pd.DataFrame | None = None)
     """
     if not len(natural):
         return pd.DataFrame(columns=["agent", "condition", "k", "observed", "expected", "n"])
-    nat = natural[natural["exit_reason"] != "harness_error"].assign(condition=_condition(natural))
+    nat = natural[natural["exit_reason"] != "harness_error"].assign(condition=condition_column(natural))
     cumq: dict[tuple[str, str, str], np.ndarray] = {}
     if estimates is not None and len(estimates):
-        est = estimates.assign(condition=_condition(estimates))
+        est = estimates.assign(condition=condition_column(estimates))
         for (agent, condition, task), group in est.groupby(["agent", "condition", "task"], sort=False):
             q = group.sort_values("stage_index")["q_hat"].to_numpy(dtype=float)
             cumq[(agent, condition, task)] = np.concatenate([[1.0], np.cumprod(q)])
@@ -298,7 +298,7 @@ def cost_pass_table(dense: pd.DataFrame) -> pd.DataFrame:
     if not len(dense):
         return pd.DataFrame(columns=["agent", "condition", "cost", "cost_unit", "pass_rate", "n", "frontier"])
     unit = next((c for c in ("cost_usd", "tokens", "turns") if c in dense and dense[c].sum() > 0), "turns")
-    dense = dense.assign(condition=_condition(dense))
+    dense = dense.assign(condition=condition_column(dense))
     table = dense.groupby(["agent", "condition"], sort=False).agg(
         cost=(unit, "mean"), pass_rate=("reward", lambda r: float(np.mean(r >= 1 - 1e-9))), n=("reward", "size"),
     ).reset_index()
