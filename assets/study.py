@@ -9,13 +9,14 @@ table with metadata. Run assets are partitioned agent x task; aggregates by agen
 import pandas as pd
 from dagster import (
     AssetDep, AssetExecutionContext, AssetIn, AssetKey, AssetsDefinition, Failure,
-    MaterializeResult, MultiPartitionsDefinition, MultiToSingleDimensionPartitionMapping, Output, asset,
+    MaterializeResult, MetadataValue, MultiPartitionsDefinition, MultiToSingleDimensionPartitionMapping, Output, asset,
 )
 
 from hrbench import analysis
 from hrbench.harness.records import records_table
 from hrbench.protocol import StudyError
-from hrbench.report.html import write_report
+from hrbench.report.context import figure_metadata
+from hrbench.report.html import study_report as write_study_report
 from hrbench.report.summary import write_summary
 from assets.evidence import prior_expected_success
 from pipelines.partitions import AGENTS
@@ -145,10 +146,11 @@ def build_study_assets(agent_task: MultiPartitionsDefinition, conditions: list[s
         tables = analysis.current_tables(run.design, pd.concat(tables_in.values(), ignore_index=True),
                                          contrasts, sensitivity_sweep, resource_accounting)
         summary = write_summary(run.design, tables, run.stores.summary_path)
-        report = write_report(run.design, tables, run.stores.report_path)
+        report = write_study_report(run.design, tables, run.stores.report_path, run.stores)
         return MaterializeResult(metadata={
-            "prereg_sha256": run.prereg_sha256, "report": str(report), "summary": str(summary),
+            "prereg_sha256": run.prereg_sha256, "report": str(report.path), "summary": str(summary),
             "rows": len(tables.residuals),
+            **{k: MetadataValue.md(v) for k, v in figure_metadata(report.figures).items()},
         })
 
     return [task_catalog, verifier_audit, preregistration, *([prefix_rollouts] if prefix_rollouts else []),

@@ -162,7 +162,7 @@ def report(study: Path = typer.Argument(..., help="study YAML file"),
             stores.read_all("resource_accounting"))
     except (StudyError, TaskError, MissingTrials) as exc:
         raise _fail(exc, hint=f"; run `hrbench run {study} --out {out}` first") from exc
-    console.print(f"report: {write_report(run.design, tables, run.stores.report_path)}", markup=False)
+    console.print(f"report: {write_report(run.design, tables, run.stores.report_path, stores)}", markup=False)
     console.print(f"summary: {write_summary(run.design, tables, run.stores.summary_path)}", markup=False)
 
 
@@ -244,6 +244,61 @@ def tasks_audit(paths: list[Path] = typer.Argument(None, help="task package dire
         err.print(f"[red]{failures} stage(s) failed the audit[/]")
         raise typer.Exit(1)
     console.print("all tasks pass the verifier audit")
+
+
+@app.command()
+def depth(paths: list[Path] = typer.Argument(None, help="task package directories (default: the study's tasks)"),
+          study: Path = typer.Option(None, help="study YAML file whose agents (and, without paths, tasks) to use"),
+          agent: list[str] = typer.Option(None, help="agent id of the study to use (repeat; default: all, in "
+                                                     "the study's order, the first measured in full)"),
+          agent_config: list[Path] = typer.Option(None, help="agent config file (agents/<id>.yaml) to use "
+                                                             "instead of the study's agents (repeat)"),
+          seed: int = typer.Option(None, help="seed of the agents' draws (default: the study's seed, else 0)")) -> None:
+    """Depth D by turn caps (depth paper App. B) and work W per task, measured with real rollouts."""
+    import tempfile
+
+    from hrbench.agents.config import AgentConfigError, load_agent_config
+    from hrbench.agents.factory import make_agent
+    from hrbench.structure.depth import CAPS, estimate_depth, harness_runner
+    from hrbench.structure.work import task_work
+
+    if study is None and not agent_config:
+        raise _fail("no agents to measure with: pass --study STUDY.yaml (its agents) or --agent-config "
+                    "agents/<id>.yaml (repeatable)")
+    try:
+        loaded = load_study(study) if study is not None else None
+        specs = [load_agent_config(c) for c in agent_config] if agent_config else list(loaded.study.agents)
+        if agent:
+            unknown = sorted(set(agent) - {s.id for s in specs})
+            if unknown:
+                raise StudyError(f"--agent {unknown}: not among the agents {[s.id for s in specs]}")
+            specs = [s for s in specs if s.id in agent]
+        if paths:
+            tasks = [load_task(p) for p in paths]
+        elif loaded is not None:
+            tasks = load_registry(loaded.registry, loaded.study.tasks.include)
+        else:
+            raise StudyError("no tasks: pass task package directories or --study STUDY.yaml")
+    except (StudyError, TaskError, AgentConfigError) as exc:
+        raise _fail(exc) from exc
+    draw_seed = seed if seed is not None else (loaded.study.seed if loaded is not None else 0)
+    table = Table(title=f"depth D (caps {', '.join(map(str, CAPS))}) and work W · agents "
+                        f"{', '.join(s.id for s in specs)}")
+    table.add_column("task", no_wrap=True, min_width=max(len(t.name) for t in tasks))  # names stay whole
+    for column in ("D", "N", "W lines", "W chars", "W tokens", "runs"):
+        table.add_column(column, justify="right")
+    with tempfile.TemporaryDirectory(prefix="hrbench-depth-") as tmp:
+        backend = make_backend("local", BackendOptions(cache_dir=Path(tmp)))
+        for task in tasks:
+            estimate = estimate_depth([(s.id, harness_runner(task, make_agent(s), backend, seed=draw_seed,
+                                                             trajectory_dir=Path(tmp) / "trajectories"))
+                                       for s in specs])
+            w = task_work(task)
+            shown = {"above_largest_cap": f"> {CAPS[-1]}", "no_estimate": "none"}  # D's status in its cell
+            table.add_row(escape(task.name), shown.get(estimate.status, str(estimate.depth)),
+                          "—" if estimate.n_turns is None else str(estimate.n_turns), str(w.lines), str(w.chars),
+                          "—" if w.tokens is None else str(w.tokens), str(len(estimate.runs)))
+    console.print(table)
 
 
 @agents_app.command("check")

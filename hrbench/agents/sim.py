@@ -12,6 +12,11 @@ which the agent finds by looking (its first turn). A passed stage leaves a defec
 with probability `defect_rate`; state repair removes them with everything else.
 Because every ingredient is declared, `sim_truth` gives q_i, r_i, P_expected,
 P_observed and Gamma_H in closed form for any protocol.
+
+With a declared batching ability (`steps_per_turn`) the chosen script is typed in the turns of
+`structure.batching.plan_turns` (at most that many marked steps per turn, a new turn at every
+`reads-output` step), so depth by turn caps sees it; success is still drawn once per stage, so
+the truth is unchanged. Without markers, or with `steps_per_turn` unset, it is one turn.
 """
 
 from __future__ import annotations
@@ -26,10 +31,12 @@ from hrbench.agents.base import Action, Agent, Command, Observation, TrialContex
 from hrbench.harness.history import canonical_policy, summary_covers
 from hrbench.agents.specs import SimParams
 from hrbench.protocol import CheckpointProtocol, Condition, StatePolicy
+from hrbench.structure.batching import plan_turns, split_steps
 from hrbench.tasks.model import Task
 
 DEFECT_FILE = ".hrbench-sim-defects"
 _PROBE = f"cat {DEFECT_FILE} 2>/dev/null | wc -l"
+_BATCH_WAIT_S = 30.0  # a batch of steps may run longer than one command: let a shell terminal wait for it
 
 
 def task_skill(params: SimParams, task_name: str) -> float:
@@ -54,8 +61,9 @@ class SimAgent(Agent):
         looks = self.params.defect_penalty > 0
         if looks and observation.turn == 1:
             return Action(analysis="look for leftovers of earlier work", commands=[Command(keystrokes=_PROBE)])
-        if observation.turn > (2 if looks else 1):
-            return Action(task_complete=True)
+        decide = 2 if looks else 1  # the turn at which success is drawn and the first batch is sent
+        if observation.turn > decide:
+            return self._next_batch(observation.turn - decide)
         defects = _last_int(observation.messages[-1].content) if looks else 0
         h = observation.visible_boundaries + self.params.compaction_retention * _compacted_boundaries(observation)
         p = self._skill * math.exp(-self.params.context_rot * h - self.params.defect_penalty * defects)
@@ -66,11 +74,21 @@ class SimAgent(Agent):
         script = stage.solution_script() if succeed else stage.solution_without_key_step()
         if succeed and leave_defect:
             script += f"\necho {stage.name} >> {DEFECT_FILE}\n"
+        spt = self.params.steps_per_turn
+        self._plan = [script] if spt is None else plan_turns(split_steps(script, str(stage.solution)), spt)
         return Action(
-            analysis=f"p={p:.4f} h={h:g} defects={defects}",
-            commands=[Command(keystrokes=script)],
-            task_complete=True,
+            analysis=f"p={p:.4f} h={h:g} defects={defects}" + ("" if spt is None else f" turns={len(self._plan)}"),
+            commands=[Command(keystrokes=self._plan[0], **({} if spt is None else {"duration": _BATCH_WAIT_S}))],
+            task_complete=len(self._plan) == 1,
         )
+
+    def _next_batch(self, index: int) -> Action:
+        """Batch `index` of the stage's plan (the plan was fixed when success was drawn)."""
+        if index >= len(self._plan):
+            return Action(task_complete=True)
+        return Action(analysis=f"batch {index + 1} of {len(self._plan)}",
+                      commands=[Command(keystrokes=self._plan[index], duration=_BATCH_WAIT_S)],
+                      task_complete=index == len(self._plan) - 1)
 
 
 def _last_int(text: str) -> int:

@@ -97,6 +97,10 @@ class SimParams(_Frozen):
     compaction_retention: float = Field(
         0.3, ge=0, le=1, description="share of earlier boundaries still felt after compaction"
     )
+    steps_per_turn: int | None = Field(
+        None, ge=1, description="batching ability: at most this many `# hrbench:step` steps of the solution per "
+                                "turn, never past a `reads-output` step; null = the whole script in one turn"
+    )
 
 
 class OracleAgentSpec(_Frozen):

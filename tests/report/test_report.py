@@ -1,0 +1,189 @@
+"""Protects the study report: every figure drawn from plain tables, the statements it must make, a file that
+fetches nothing, and (slow) that headless Chromium renders every figure without a request leaving the file."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hrbench.report.context import (
+    ReportInputs,
+    chunk_positions,
+    figure_metadata,
+    report_figures,
+)
+from hrbench.report.html import render_report
+from tests.report import tables
+
+ALL_FIGURES = ["forest", "waterfall", "q_vs_r", "survival", "contrasts", "sensitivity", "depth_work",
+               "reward_histogram", "cost_pass", "position"]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def full() -> tuple[ReportInputs, list, str]:
+    inputs = tables.inputs()
+    figs = report_figures(inputs)
+    return inputs, figs, render_report(tables.header(), inputs, figs)
+
+
+class _Images(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.srcs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.srcs.append(dict(attrs)["src"])
+
+
+def test_every_figure_is_drawn_when_its_table_is_there(full):
+    _, figs, page = full
+    assert [f.key for f in figs] == ALL_FIGURES
+    parser = _Images()
+    parser.feed(page)
+    assert len(parser.srcs) == len(ALL_FIGURES)
+    for src in parser.srcs:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_states_hash_protocol_counts_zero_rule_and_estimands(full):
+    _, _, page = full
+    assert tables.PREREG in page
+    assert "oracle_replay" in page and "Zero rule <code>jeffreys</code>" in page
+    assert re.search(r"applied in\s+4 of", page)  # the `all` row of each agent and condition
+    assert "tasks: sampled" in page and "tasks: fixed" in page
+    assert "10/10" in page or re.search(r"\d+/10 \d+/10", page)  # raw checkpoint k/m per stage
+    assert "too few tasks" in page  # a column added upstream is shown without a change in the report
+
+
+def test_only_the_residuals_are_required():
+    only = ReportInputs(residuals=tables.inputs().residuals)
+    figs = report_figures(only)
+    # the forest plot and the waterfall come from the residual rows alone
+    assert [f.key for f in figs] == ["forest", "waterfall"]
+    parser = _Images()
+    parser.feed(render_report(tables.header(), only, figs))
+    assert len(parser.srcs) == 2
+
+
+def test_without_depth_the_plane_says_h_dep_stands_in():
+    inputs = tables.inputs()
+    page = render_report(tables.header(), ReportInputs(residuals=inputs.residuals, catalog=inputs.catalog), figs=[])
+    assert "D was not measured" in page
+
+
+def test_the_file_fetches_nothing(full):
+    _, _, page = full
+    assert not re.search(r"https?://", page)
+    assert not re.search(r"<(script|link|iframe|object|embed)\b", page)
+    csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)"', page)
+    assert csp and "default-src 'none'" in csp.group(1) and "img-src data:" in csp.group(1)
+
+
+def test_text_from_tables_is_escaped():
+    inputs = tables.inputs()
+    hostile = inputs.residuals.copy()
+    hostile.loc[0, "name"] = "<img src=https://evil.example/x>"
+    page = render_report(tables.header(), ReportInputs(residuals=hostile), figs=[])
+    assert "<img src=https://evil" not in page and "&lt;img src=https://evil" in page
+
+
+def test_chunk_positions_pool_checkpoint_passes_of_transduction_chunks():
+    est = pd.DataFrame([
+        {"agent": "a", "condition": "baseline", "protocol": "p", "task": "lt-x", "family": "transduction-arithmetic",
+         "stage_index": 0, "k": 9, "m": 10},
+        {"agent": "a", "condition": "baseline", "protocol": "p", "task": "lt-x", "family": "transduction-arithmetic",
+         "stage_index": 1, "k": 3, "m": 10},
+        {"agent": "a", "condition": "baseline", "protocol": "p", "task": "ops", "family": "ops",
+         "stage_index": 0, "k": 0, "m": 10},  # not a transduction task: left out
+        {"agent": "a", "condition": "context_reset", "protocol": "p", "task": "lt-x",
+         "family": "transduction-arithmetic", "stage_index": 0, "k": 9, "m": 10},  # the same trials again
+    ])
+    table = chunk_positions(est, bins=2)
+    assert list(table["k"]) == [9, 3] and list(table["n"]) == [10, 10]
+    assert list(table["bin_low"]) == [0.0, 0.5] and set(table["unit"]) == {"chunk"}
+
+
+def test_figure_metadata_is_markdown_with_the_image_inline(full):
+    _, figs, _ = full
+    meta = figure_metadata(figs)
+    assert set(meta) == {f"figure_{k}" for k in ALL_FIGURES}
+    assert all("](data:image/png;base64," in v for v in meta.values())
+
+
+# -- headless Chromium -----------------------------------------------------------------------------
+
+# Reports, on load, the natural width of every image, every resource the page fetched and every CSP
+# violation into the title, which --dump-dom prints. Allowed by its hash only: the report's own CSP
+# stays as written otherwise.
+_PROBE = ("const v=[];document.addEventListener('securitypolicyviolation',e=>v.push(e.blockedURI));"
+          "window.addEventListener('load',()=>{document.title='PROBE'+JSON.stringify({w:[...document.images]"
+          ".map(i=>i.complete?i.naturalWidth:0),r:performance.getEntriesByType('resource').map(e=>e.name),v:v});});")
+
+
+def _probe_page(page: str) -> str:
+    digest = base64.b64encode(hashlib.sha256(_PROBE.encode()).digest()).decode()
+    page = page.replace("default-src 'none';", f"default-src 'none'; script-src 'sha256-{digest}';", 1)
+    return page.replace("<head>", f"<head><script>{_PROBE}</script>", 1)
+
+
+def _chromium(args: list[str], html: Path) -> str:
+    with tempfile.TemporaryDirectory() as profile:
+        done = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}",
+             "--host-resolver-rules=MAP * ~NOTFOUND", *args, html.as_uri()],
+            capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def _probe(html: Path) -> dict:
+    dom = _chromium(["--virtual-time-budget=10000", "--dump-dom"], html)
+    title = re.search(r"<title>PROBE(.*?)</title>", dom, re.DOTALL)
+    assert title, f"the probe never ran: {dom[:500]}"
+    return json.loads(title.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
+def test_chromium_renders_every_figure_and_fetches_nothing(full, tmp_path):
+    _, _, page = full
+    report = tmp_path / "report.html"
+    report.write_text(page)
+    shot = tmp_path / "report.png"
+    _chromium(["--window-size=1300,9000", f"--screenshot={shot}"], report)
+    assert shot.stat().st_size > 50_000
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copy(shot, ARTIFACTS / "report.png")
+
+    probed = tmp_path / "probed.html"
+    probed.write_text(_probe_page(page))
+    seen = _probe(probed)
+    assert len(seen["w"]) == len(ALL_FIGURES) and all(w > 100 for w in seen["w"]), seen["w"]
+    assert seen["r"] == [] and seen["v"] == [], seen
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
+def test_the_probe_sees_a_request_and_a_broken_image(full, tmp_path):
+    """The check above can fail: an external image is blocked (a CSP violation) and renders empty."""
+    _, _, page = full
+    bad = tmp_path / "bad.html"
+    bad.write_text(_probe_page(page.replace("</body>", '<img src="http://example.invalid/x.png"></body>', 1)))
+    seen = _probe(bad)
+    assert seen["w"][-1] == 0
+    assert any("example.invalid" in v for v in seen["v"]), seen
