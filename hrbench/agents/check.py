@@ -33,6 +33,8 @@ def _check_llm(spec: LLMAgentSpec) -> str:
         if isinstance(cause, openai.NotFoundError):
             raise AgentCheckError(f"{spec.base_url} does not serve model {spec.model!r} (404): check `model` "
                                   "and `base_url` (it usually ends in /v1)") from exc
+        if isinstance(cause, openai.APIStatusError):  # the server is there: say what it answered
+            raise AgentCheckError(f"{spec.base_url} answered {cause.status_code}: {cause.message}") from exc
         if "APIConnectionError" in str(exc) or "APITimeoutError" in str(exc):
             raise AgentCheckError(f"cannot reach {spec.base_url}: {exc}. Is the server running, and is "
                                   "base_url right (it usually ends in /v1)?") from exc

@@ -189,8 +189,9 @@ class LLMAgent(Agent):
                 self.retries += 1
                 delay = min(self.spec.backoff_max_sec, self.spec.backoff_sec * 2 ** (attempt - 1))
                 self._sleep(delay * (0.5 + self._rng.random() / 2) if hasattr(self, "_rng") else delay)
-        raise LLMRequestError(
-            f"endpoint {self.spec.base_url} failed {attempts} attempt(s); last error: {type(last).__name__}: {last}")
+        raise LLMRequestError(  # chained to the last error, so callers can tell "answered 500" from "unreachable"
+            f"endpoint {self.spec.base_url} failed {attempts} attempt(s); last error: {type(last).__name__}: {last}"
+        ) from last
 
     def _account(self, response) -> None:
         usage = getattr(response, "usage", None)

@@ -244,6 +244,9 @@ def run_stage(env: Environment, agent: Agent, task: Task, stage: Stage, history:
         reason = "passed" if reason not in ("harness_error", "limit_exceeded") else reason
     elif reason is None:
         reason = "failed" if acted else "early_exit"
+        if reason == "early_exit":
+            detail = (f"declared part {stage.index + 1} complete after {turns} turn(s) without running a command; "
+                      f"the verifier gave reward {verdict.reward:g}")
     if recorder:
         recorder.system(f"part {stage.index + 1} verified: reward {verdict.reward:g} "
                         f"({'passed' if verdict.passed else 'failed'})", stage.index,

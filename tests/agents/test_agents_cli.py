@@ -75,3 +75,12 @@ def test_example_configs_are_valid(name):
 def test_unknown_kind_is_named(tmp_path):
     with pytest.raises(AgentConfigError, match="kind: expected one of"):
         load_agent_config(_config(tmp_path, "id: x\nkind: gpt\n"))
+
+
+def test_check_says_what_a_live_endpoint_answered(server, tmp_path):
+    # A server that answers 500 is reachable: the message says what it answered, not "cannot reach".
+    server.script = [{"status": 500}, {"status": 500}, {"status": 500}]
+    path = _config(tmp_path, f"id: scripted\nkind: llm\nmodel: m\nbase_url: {server.base_url}\napi_key_env: null\n"
+                             "max_retries: 0\n")
+    code, output = _invoke("agents", "check", str(path))
+    assert code == 1 and f"{server.base_url} answered 500" in output and "cannot reach" not in output

@@ -83,3 +83,15 @@ def test_hostile_agents_all_end_with_a_recorded_exit_reason(tmp_path):
     assert by_case["server_errors"].exit_reason == "harness_error"
     assert by_case["endless_commands"].exit_reason in ("timeout", "turn_cap")
     assert "still running" in seen["sentinel_forgery"][1][-1]["content"]
+
+
+def test_an_agent_that_gives_up_at_once_is_an_early_exit_with_its_detail(tmp_path):
+    from hrbench.agents.oracle import NopAgent
+
+    task = load_task(TINY_TASK)
+    spec = TrialSpec(prereg_sha256="0" * 64, agent="nop", condition="baseline", protocol="p", task=task.name,
+                     kind="checkpoint", stage="make", trial_index=0)
+    record = run_checkpoint_trial(spec, task, NopAgent(), LocalBackend(tmp_path / "cache"),
+                                  CheckpointProtocol(budget=BUDGET), 0, trajectory_dir=tmp_path / "trajectories")
+    assert record.exit_reason == "early_exit"
+    assert "complete after 1 turn(s) without running a command" in record.exit_detail
