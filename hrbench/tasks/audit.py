@@ -36,6 +36,12 @@ from hrbench.tasks.model import Stage, Task, TaskError
 
 TAMPER_MARK = "hrbench-tamper"
 KEY_NOT_APPLICABLE = "not applicable (no key step marked)"
+
+
+def _lenient(finding: str) -> str:
+    """A tamper finding on a Harbor task without [metadata.hrbench]: reported, not failed."""
+    return ("integrity (reported, not enforced for a task without [metadata.hrbench]; an agent that games "
+            f"verifiers could forge this stage's reward): {finding}")
 _CODE_SUFFIXES = (".py", ".sh", ".env", ".bash")
 # paths an instruction asks for: `/app/ledger.py`, `tools/x.sh`, `bin/run` is not matched (no suffix)
 _NAMED_FILE = re.compile(r"(?<![\w./-])((?:/[\w.-]+)*/?(?:[\w.-]+/)*[\w-]+\.(?:py|sh|env|bash))\b")
@@ -277,7 +283,7 @@ def _named_files(task: Task, stage: Stage) -> list[str]:
     return named
 
 
-def _forge_attack(task: Task, stage: Stage, backend: LocalBackend) -> tuple[float, str | None]:
+def _forge_attack(task: Task, stage: Stage, backend: LocalBackend, baseline: float = 0.0) -> tuple[float, str | None]:
     """Tamper (a) + (b); returns the reward and, when it is not 0 or agent code ran in the verifier's
     own view, the likely cause."""
     log = f"{task.workdir}/{UNCONFINED_LOG}"
@@ -294,7 +300,7 @@ def _forge_attack(task: Task, stage: Stage, backend: LocalBackend) -> tuple[floa
         result, ran = _forge_run(env, stage, spec, writer)
     finally:
         env.close()
-    if result.reward <= 0.0 and not ran:
+    if result.reward <= baseline and not ran:  # baseline: what doing nothing scores (partial credit)
         return result.reward, None
     if ran:
         outcome = "which forged the reward" if result.reward > 0.0 else "which could forge the reward (it lost the race this time)"
@@ -417,9 +423,9 @@ def _audit_stage(task: Task, stage: Stage, backend: LocalBackend) -> _StageRuns:
             if removed_check.passed:
                 problems.append("removing the key step still passes: the verifier does not test the key step; "
                                 + explain(removed_check))
-        forged, why = _forge_attack(task, stage, backend)
+        forged, why = _forge_attack(task, stage, backend, baseline=nothing if not nothing_run.passed else 0.0)
         if why:
-            problems.append(why)
+            (problems if task.strict_integrity else notes).append(why if task.strict_integrity else _lenient(why))
     except (TaskError, SandboxError) as exc:
         problems.append(str(exc))
     audit = StageAudit(
@@ -502,7 +508,8 @@ def audit_task(task: Task, backend: LocalBackend, workers: int | None = None) ->
             audit.edited_inputs_reward = edited[i].result.reward
             why = _edit_problem(inputs, edited[i], runs.reference, runs.before)
             if why:
-                problems.append(why)
+                (problems if task.strict_integrity else audit.notes).append(
+                    why if task.strict_integrity else _lenient(why))
         audit.ok = not problems
         audit.problem = "; ".join(problems) or None
         rows.append(audit)

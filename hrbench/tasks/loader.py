@@ -105,6 +105,7 @@ def load_task(path: str | Path) -> Task:
         artifacts=tuple(artifact_path(a) for a in config.artifacts),
         persist=persist,
         support=key_support(raw),
+        strict_integrity=bool(meta.get("strict_integrity", "hrbench" in config.metadata)),
     )
 
 

@@ -76,7 +76,10 @@ class Task(BaseModel):
     reward_strategy: Literal["mean", "final"] | None = None  # multi_step_reward_strategy
     artifacts: tuple[str, ...] = ()  # top-level artifacts (every stage)
     persist: tuple[str, ...] = ()  # absolute paths outside WORKDIR whose writes survive between commands
-    support: tuple[KeySupport, ...] = ()  # every task.toml key: honoured, ignored (why), unsupported
+    support: tuple[KeySupport, ...] = ()
+    # tamper findings fail the audit (tasks written for hrbench, with [metadata.hrbench]); for Harbor tasks
+    # without it they are reported as integrity notes (docs/tasks.md, "the audit")
+    strict_integrity: bool = True  # every task.toml key: honoured, ignored (why), unsupported
 
     @property
     def slug(self) -> str:
