@@ -70,18 +70,10 @@ def _sandbox_args(workspace: Path, workdir: str, limits: SandboxLimits, extra: l
                   persist: tuple[str, ...] = ()) -> list[str]:
     """bwrap arguments: the shared root, the workspace at `workdir`, the persisted paths outside it,
     then `extra` mounts."""
-    binds = []
-    for path in persist:
-        if not path.startswith("/logs"):  # /logs exists in the verifier only; see `_persist_binds`
-            binds += ["--bind", str(workspace / PERSIST_DIR / path.lstrip("/")), path]
+    # after `extra`: the verifier's /logs is mounted first, then /logs/artifacts over it
+    binds = [a for path in persist for a in ("--bind", str(workspace / PERSIST_DIR / path.lstrip("/")), path)]
     return (root_mounts(limits) + ["--dir", str(Path(workdir).parent), "--bind", str(workspace), workdir]
-            + binds + (extra or []) + namespace_args(nested_userns=nested_userns, env=env, chdir=workdir))
-
-
-def _persist_binds(workspace: Path, persist: tuple[str, ...]) -> list[str]:
-    """Binds of the persisted paths under /logs (after /logs itself is mounted)."""
-    return [a for path in persist if path.startswith("/logs")
-            for a in ("--bind", str(workspace / PERSIST_DIR / path.lstrip("/")), path)]
+            + (extra or []) + binds + namespace_args(nested_userns=nested_userns, env=env, chdir=workdir))
 
 
 def ensure_persist_dirs(workspace: Path, task: Task) -> None:
@@ -331,7 +323,6 @@ class LocalEnvironment:
                 if any((logs / "verifier").iterdir()):
                     raise SandboxError(f"{logs}/verifier is not empty before the verifier runs")
                 extra = ["--ro-bind", str(tests), "/tests", "--bind", str(logs), "/logs",
-                         *_persist_binds(self.workspace, self.task.persist),
                          "--ro-bind", str(_toolchain()), VERIFIER_TOOLCHAIN]
                 # No PYTHONSAFEPATH here: Harbor verifiers run `python -m pytest` from WORKDIR and import the
                 # agent's modules on purpose. hrbench's own check library (checks.sh) sets it for itself.

@@ -451,8 +451,10 @@ _CAUSES: list[tuple[re.Pattern[str], str]] = [
      "env var unset: {0}; declare it in [verifier.env] / [environment.env] of task.toml"),
     (re.compile(r"KeyError: '([A-Z_][A-Z0-9_]*)'"),
      "env var unset (probably): {0}; declare it in [verifier.env] / [environment.env] of task.toml"),
-    (re.compile(r"Read-only file system: '?(/[^'\s]*)|(/[^\s:]+): Read-only file system"),
-     "write outside WORKDIR refused: {0}; list the path in [metadata.hrbench] persist (or use /output)"),
+    (re.compile(r"Read-only file system: '?(/[^'\s]*)|line \d+: (/[^\s:]+): (?:Read-only file system|No such file "
+                r"or directory)"),
+     ("write outside WORKDIR refused: {0}; only WORKDIR, /output, /logs/artifacts and the paths listed in "
+      "[metadata.hrbench] persist exist and persist in the sandbox: list it there")),
 ]
 
 
