@@ -47,7 +47,11 @@ class Stage(BaseModel):
         return any(line.strip() == KEY_BEGIN for line in self.solution_script().splitlines())
 
     def solution_without_key_step(self) -> str:
-        """sigma_i with its marked key step removed (the sim agent's failure, the audit's third test)."""
+        """sigma_i with its marked key step removed (the sim agent's failure, the audit's third test).
+
+        Without a marked key step (a Harbor task as published) the failure is doing nothing."""
+        if not self.has_key_step:
+            return "true\n"
         return strip_key_step(self.solution_script(), where=str(self.solution))
 
 

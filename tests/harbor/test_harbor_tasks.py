@@ -250,3 +250,20 @@ def test_audit_cli_prints_messages_verbatim_for_org_names():
     assert result.returncode == 1
     assert "FAIL acme/silent (1 stages)" in result.stdout
     assert "key-step check not applicable (no key step marked)" in result.stdout
+
+
+def test_a_stage_without_a_reward_file_ends_with_exit_reason_verifier_error(backend: LocalBackend):
+    from hrbench.agents.oracle import OracleAgent
+    from hrbench.harness.history import History
+    from hrbench.harness.loop import run_stage
+    from hrbench.protocol import Budget
+
+    task = load_task(BROKEN / "silent")
+    env = backend.start(task, 0)
+    try:
+        agent = OracleAgent()
+        agent.begin_trial(type("Ctx", (), {"task": task})())
+        outcome = run_stage(env, agent, task, task.stages[0], History("full"), Budget(max_turns=3))
+    finally:
+        env.close()
+    assert outcome.exit_reason == "verifier_error" and "missing reward file" in outcome.error
