@@ -205,7 +205,6 @@ def test_verifiers_have_python_and_pytest_without_the_network(backend: LocalBack
 
 # -- 5. key step optional, partial credit explained; 6. causes named ---------------------------------
 
-@pytest.mark.slow
 def test_harbor_tasks_without_hrbench_metadata_pass_the_audit(backend: LocalBackend):
     for name in ("greeter", "ledger", "cumulative"):
         rows = audit_task(load_task(FIXTURES / name), backend)
