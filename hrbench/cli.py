@@ -25,7 +25,7 @@ from hrbench.harness.journal import JournalError, check_journal_tree
 from hrbench.locking import OutDirBusy, OutDirLock
 from hrbench.protocol import DEMO_STUDY, BUILTIN_REGISTRY, StudyError, load_study
 from hrbench.tasks.audit import audit_task
-from hrbench.tasks.loader import load_registry, load_task
+from hrbench.tasks.loader import load_paths
 from hrbench.tasks.model import TaskError
 
 app = typer.Typer(help="hrbench: horizon residuals of agents on long tasks.", no_args_is_help=True)
@@ -203,45 +203,73 @@ def plan(study: Path = typer.Argument(..., help="study YAML file"),
                   f"{min(r.simulated_over_delta for r in rows):.2f}–{max(r.simulated_over_delta for r in rows):.2f}")
 
 
+def _load_tasks(paths: list[Path] | None, registry: Path | None) -> tuple[list, list[tuple[Path, str]]]:
+    """Task dirs and registries alike (default: the built-in registry); bad tasks come back as errors."""
+    targets = list(paths or []) + ([registry] if registry is not None else [])
+    return load_paths(targets or [BUILTIN_REGISTRY])
+
+
 @tasks_app.command("list")
-def tasks_list(registry: Path = typer.Option(BUILTIN_REGISTRY, help="directory of task packages")) -> None:
-    """List task packages with family, structure, stages, work W and dependency depth."""
-    try:
-        tasks = load_registry(registry)
-    except TaskError as exc:
-        raise _fail(exc) from exc
-    table = Table(title=f"tasks in {registry}")
-    for column in ("task", "family", "structure", "stages", "W", "H_dep", "backend"):
+def tasks_list(paths: list[Path] = typer.Argument(None, help="task dirs or registries (default: the built-in tasks)"),
+               registry: Path = typer.Option(None, help="a registry (or task dir), as a positional path would be"),
+               keys: bool = typer.Option(True, help="show, per task, the task.toml keys honoured / ignored and why")
+               ) -> None:
+    """List task packages (family, structure, stages, W, H_dep, backend) and what of their task.toml is
+    honoured. A task that does not load is reported (exit 1); the others are still listed."""
+    tasks, errors = _load_tasks(paths, registry)
+    table = Table(title="tasks")
+    for column in ("task", "schema", "family", "structure", "stages", "W", "H_dep", "key step", "backend"):
         table.add_column(column)
     for t in tasks:
-        table.add_row(escape(t.name), escape(t.family), t.structure, str(t.n_stages), str(t.work),
-                      str(t.dependency_depth), "docker-only" if t.docker_only else "local")
+        table.add_row(escape(t.name), escape(t.schema_version), escape(t.family), t.structure, str(t.n_stages),
+                      str(t.work), str(t.dependency_depth), "marked" if t.has_key_steps else "n/a",
+                      "docker-only" if t.docker_only else "local")
     console.print(table)
+    for t in tasks if keys else []:
+        console.print(Text(f"{t.name}:"), soft_wrap=True)
+        if t.docker_only:
+            console.print(Text(f"  local backend: refused ({t.docker_only}); use the docker backend"), soft_wrap=True)
+        for k in t.support:
+            console.print(Text(f"  {k.status:<11} {k.key}: {k.how}"), soft_wrap=True)
+    for _, message in errors:
+        err.print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True)
+    if errors:
+        raise typer.Exit(1)
 
 
 @tasks_app.command("audit")
-def tasks_audit(paths: list[Path] = typer.Argument(None, help="task package directories (default: every built-in task)"),
-                registry: Path = typer.Option(BUILTIN_REGISTRY, help="registry used when no paths are given")) -> None:
-    """Verifier audit: reference = 1, nothing = 0, key step removed = stage fails. Exit 1 on any problem."""
+def tasks_audit(paths: list[Path] = typer.Argument(None, help="task dirs or registries (default: every built-in task)"),
+                registry: Path = typer.Option(None, help="a registry (or task dir), as a positional path would be")
+                ) -> None:
+    """Verifier audit: reference = 1, nothing = 0, key step removed = stage fails (n/a without a marked key
+    step), tamper checks. A task that does not load is reported and the rest audited. Exit 1 on any problem."""
     import tempfile
 
     failures = 0
+    tasks, errors = _load_tasks(paths, registry)
+    for _, message in errors:
+        console.print(Text.assemble(("FAIL", "red"), " ", message), soft_wrap=True)
     with tempfile.TemporaryDirectory(prefix="hrbench-audit-") as tmp:
         backend = make_backend("local", BackendOptions(cache_dir=Path(tmp)))
-        try:
-            tasks = [load_task(p) for p in paths] if paths else load_registry(registry)
-        except TaskError as exc:
-            raise _fail(exc, label="FAIL") from exc
         for task in tasks:
+            if task.docker_only:
+                failures += 1
+                console.print(Text.assemble(("FAIL", "red"), f" {task.name}: the local backend cannot run it "
+                                            f"({task.docker_only}); audit it with the docker backend"), soft_wrap=True)
+                continue
             rows = audit_task(task, backend)
             bad = [r for r in rows if not r.ok]
             failures += len(bad)
-            status = "[green]ok[/]" if not bad else "[red]FAIL[/]"
-            console.print(f"{status} {escape(task.name)} ({task.n_stages} stages)")
-            for r in bad:
-                console.print(Text(f"    stage {r.stage}: {r.problem}"), soft_wrap=True)
+            console.print(Text.assemble(("ok", "green") if not bad else ("FAIL", "red"),
+                                        f" {task.name} ({task.n_stages} stages)"), soft_wrap=True)
+            for r in rows:
+                line = f"    stage {r.stage}: key-step check {r.key_check}"
+                console.print(Text(line + (f"; problem: {r.problem}" if r.problem else "")), soft_wrap=True)
+                for note in r.notes:
+                    console.print(Text(f"    stage {r.stage}: note: {note}"), soft_wrap=True)
+    failures += len(errors)
     if failures:
-        err.print(f"[red]{failures} stage(s) failed the audit[/]")
+        err.print(Text(f"{failures} task(s) or stage(s) failed the audit", style="red"))
         raise typer.Exit(1)
     console.print("all tasks pass the verifier audit")
 

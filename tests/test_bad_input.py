@@ -182,7 +182,7 @@ def test_dockerfile_copy_of_a_directory_holding_a_symlink_is_refused(registry: P
 
 
 @pytest.mark.parametrize("toml, expected", [
-    ('version = "1.0"\n', "task.toml: missing [task] table"),
+    ('version = "1.0"\n[task]\nname = "a/b/c"\n', "task.toml: [task] name must be `name` or `org/name`, got 'a/b/c'"),
     ('[task]\nname = "t"\n[[steps]]\nname = "make"\n[[steps]]\nname = "make"\n',
      "task.toml: stage names repeated in [[steps]]: ['make']"),
     ('[task]\nname = "t"\n[metadata.hrbench]\nstructure = "wide"\n[[steps]]\nname = "make"\n',

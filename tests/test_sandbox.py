@@ -33,7 +33,8 @@ def test_agent_cannot_find_any_solution_or_stage_test(env: LocalEnvironment):
 
 def test_agent_workspace_holds_the_checkpoint_state_only(env: LocalEnvironment):
     result = env.exec("pwd; ls -A", 10)
-    assert result.output.split() == ["/app", "a.txt", "seed.txt"]
+    # .hrbench-persist holds the task's persisted paths outside WORKDIR (/output, /logs/artifacts)
+    assert result.output.split() == ["/app", ".hrbench-persist", "a.txt", "seed.txt"]
 
 
 def test_agent_cannot_reach_the_network(env: LocalEnvironment):
@@ -116,7 +117,10 @@ def test_agent_modules_in_the_workspace_cannot_hijack_a_verifier(tmp_path: Path)
         stage = task.stage("make")
         tests = tmp_path / "tests"
         tests.mkdir()
+        # PYTHONSAFEPATH comes from hrbench's check library (checks.sh), which protects its users; a verifier
+        # that imports from WORKDIR on purpose (Harbor's `python -m pytest`) does not source it
         (tests / "test.sh").write_text(
+            "source /tests/checks.sh\n"
             "mkdir -p /logs/verifier\npython3 -c 'import json; print(json.dumps(0))' > /logs/verifier/reward.txt\n")
         (env.workspace / "json.py").write_text("dumps = lambda value: 1\n")  # the agent's forgery
         assert env.verify(stage.model_copy(update={"tests": tests})).reward == 0.0
@@ -124,20 +128,29 @@ def test_agent_modules_in_the_workspace_cannot_hijack_a_verifier(tmp_path: Path)
         env.close()
 
 
-@pytest.mark.parametrize("content, reward", [("1", 1.0), ("0.5", 0.5), ("nan", 0.0), ("inf", 0.0), ("7", 1.0),
-                                             ("-3", 0.0), ("yes", 0.0)])
-def test_reward_file_values_are_validated(tmp_path: Path, content: str, reward: float):
-    from hrbench.envs.local import _read_reward
+@pytest.mark.parametrize("content, reward", [("1", 1.0), ("0.5", 0.5), ("7", 7.0), ("-3", -3.0)])
+def test_reward_file_values_are_read_verbatim(tmp_path: Path, content: str, reward: float):
+    from hrbench.envs.local import _read_rewards
 
     (tmp_path / "reward.txt").write_text(content)
-    assert _read_reward(tmp_path)[0] == reward
+    assert _read_rewards(tmp_path) == {"reward": reward}
 
 
-def test_reward_json_values_are_clamped(tmp_path: Path):
-    from hrbench.envs.local import _read_reward
+@pytest.mark.parametrize("content", ["nan", "inf", "yes", ""])
+def test_unusable_reward_files_are_verifier_errors(tmp_path: Path, content: str):
+    from hrbench.envs.local import _read_rewards
+    from hrbench.tasks.harbor import RewardError
+
+    (tmp_path / "reward.txt").write_text(content)
+    with pytest.raises(RewardError):
+        _read_rewards(tmp_path)
+
+
+def test_reward_json_sub_rewards_are_kept_unclamped(tmp_path: Path):
+    from hrbench.envs.local import _read_rewards
 
     (tmp_path / "reward.json").write_text('{"a": 5, "b": 0}')
-    assert _read_reward(tmp_path) == (0.5, {"a": 1.0, "b": 0.0})
+    assert _read_rewards(tmp_path) == {"a": 5.0, "b": 0.0}
 
 
 def test_the_sandbox_runs_unprivileged_with_the_stated_rlimits(tmp_path: Path):

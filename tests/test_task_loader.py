@@ -89,8 +89,8 @@ def test_registry_include_unknown_task_lists_available(tmp_path: Path):
     ('[metadata.hrbench.weights]\nmake = -1.0\n', r"\[metadata.hrbench.weights\] make must be a positive number, got -1.0"),
     ('[metadata.hrbench.weights]\nmake = "heavy"\n', r"\[metadata.hrbench.weights\] make must be a positive number"),
     ('[metadata.hrbench.weights]\nmkae = 2.0\n', r"\[metadata.hrbench.weights\] names unknown stage\(s\) \['mkae'\]"),
-    ('[verifier]\ntimeout_sec = "soon"\n', r"\[verifier\] timeout_sec must be a positive number, got 'soon'"),
-    ('[agent]\ntimeout_sec = inf\n', r"\[agent\] timeout_sec must be a positive number, got inf"),
+    ('[verifier]\ntimeout_sec = "soon"\n', r"\[verifier\] timeout_sec: .*got 'soon'"),
+    ('[agent]\ntimeout_sec = inf\n', r"\[agent\] timeout_sec: .*got inf"),
     ('verifier = 3\n', r"'verifier' must be a table"),
 ])
 def test_bad_task_toml_values_are_named_not_crashed_on(tiny_task_copy: Path, extra: str, message: str):

@@ -18,12 +18,21 @@ class ExecResult(BaseModel):
 
 
 class VerifierResult(BaseModel):
-    reward: float  # 0..1; a missing reward file counts as 0
+    """One verification, with Harbor's reward semantics (docs/tasks.md, "rewards").
+
+    `rewards` is what the verifier wrote, verbatim: {"reward": x} from reward.txt, or reward.json's
+    table (sub-rewards such as counters unclamped). `reward` is the stage's score in [0, 1]: the
+    `reward` key (else the only key), clamped. `error` is set when there was no usable reward file
+    (a verifier error: exit reason `verifier_error`, retried on resume), and then reward is 0."""
+
+    reward: float
     passed: bool
     output: str  # head and tail of what the verifier printed
     duration_s: float
     output_bytes: int = 0  # how many bytes it printed in all
-    rewards: dict[str, float] = {}  # reward.json subtasks, when the verifier writes them
+    rewards: dict[str, float] = {}
+    error: str | None = None
+    artifacts: list[str] = []  # sandbox paths collected after this verification (/logs/artifacts, declared)
 
 
 class Environment(Protocol):
@@ -34,6 +43,10 @@ class Environment(Protocol):
     def exec(self, command: str, timeout_s: float) -> ExecResult: ...
 
     def verify(self, stage: Stage) -> VerifierResult: ...
+
+    def begin_stage(self, stage: Stage) -> None:
+        """Ready `stage` before the agent's turn: step workdir/ files, setup.sh, healthcheck (idempotent)."""
+        ...
 
     def close(self) -> None: ...
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from hrbench.envs.base import ExecResult, SandboxError, VerifierResult
 from hrbench.envs.confine import (
     LAUNCH_ENV,
+    SANDBOX_PATH,
     SANDBOX_UID,
     SandboxLimits,
     TrialCgroup,
@@ -38,7 +39,14 @@ from hrbench.envs.confine import (
     unmount,
 )
 from hrbench.harness.truncation import HeadTail
-from hrbench.tasks.model import Stage, Task
+from hrbench.tasks.harbor import (
+    RewardError,
+    parse_reward_json,
+    parse_reward_text,
+    primary_reward,
+    resolve_env,
+)
+from hrbench.tasks.model import Healthcheck, Stage, Task
 
 if TYPE_CHECKING:
     from hrbench.envs.shell import PersistentShell
@@ -49,13 +57,42 @@ CHECK_LIBRARY = Path(__file__).resolve().parent.parent / "tasks" / "checks.sh"
 EXEC_OUTPUT_LIMIT = 256 * 1024  # head + tail kept of one exec's output
 VERIFIER_OUTPUT_LIMIT = 64 * 1024  # head + tail kept of a verifier's output
 _KILL_GRACE_S = 5.0
+# Paths outside WORKDIR that persist (Task.persist) live in the workspace under this folder, so that
+# snapshots, restores and workspace limits cover them like WORKDIR's own files.
+PERSIST_DIR = ".hrbench-persist"
+# What verifiers get besides the host's /usr (docs/tasks.md, "verifier tooling"): `python` for
+# `python3`; pytest is Debian's python3-pytest (scripts/verifier_toolchain.sh installs it).
+VERIFIER_TOOLCHAIN = "/opt/hrbench-verifier/bin"
 
 
 def _sandbox_args(workspace: Path, workdir: str, limits: SandboxLimits, extra: list[str] | None = None,
-                  nested_userns: bool = False, env: dict[str, str] | None = None) -> list[str]:
-    """bwrap arguments: the shared root, the workspace at `workdir`, then `extra` mounts."""
+                  nested_userns: bool = False, env: dict[str, str] | None = None,
+                  persist: tuple[str, ...] = ()) -> list[str]:
+    """bwrap arguments: the shared root, the workspace at `workdir`, the persisted paths outside it,
+    then `extra` mounts."""
+    # after `extra`: the verifier's /logs is mounted first, then /logs/artifacts over it
+    binds = [a for path in persist for a in ("--bind", str(workspace / PERSIST_DIR / path.lstrip("/")), path)]
     return (root_mounts(limits) + ["--dir", str(Path(workdir).parent), "--bind", str(workspace), workdir]
-            + (extra or []) + namespace_args(nested_userns=nested_userns, env=env, chdir=workdir))
+            + (extra or []) + binds + namespace_args(nested_userns=nested_userns, env=env, chdir=workdir))
+
+
+def ensure_persist_dirs(workspace: Path, task: Task) -> None:
+    """Create the folders that back the task's persisted paths (owned by the sandbox uid)."""
+    for path in task.persist:
+        folder = workspace / PERSIST_DIR / path.lstrip("/")
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            sandbox_owner(workspace / PERSIST_DIR)
+
+
+def _toolchain() -> Path:
+    """The verifier toolchain folder (in the sandbox area, root-owned, read-only bound)."""
+    folder = sandbox_area() / "verifier-bin"
+    folder.mkdir(mode=0o755, exist_ok=True)
+    link = folder / "python"
+    if not link.is_symlink():
+        link.symlink_to("/usr/bin/python3")
+    return folder
 
 
 def run_confined(argv: list[str], stdin: str, timeout_s: float, cgroup: TrialCgroup | None,
@@ -142,6 +179,22 @@ class LocalEnvironment:
         self._mounted = mounted
         self._shells: list[PersistentShell] = []
         self._cgroup: TrialCgroup | None = None
+        self._begun: set[int] = set()  # stages whose workdir files, setup.sh and healthcheck ran
+        self.artifacts_dir: Path | None = None  # where verify() copies artifacts (per stage), when set
+
+    def _env(self, *extra: tuple[tuple[str, str], ...], where: str = "[environment.env]") -> dict[str, str]:
+        """[environment.env] plus `extra` tables, templates resolved from the harness's environment."""
+        try:
+            out = resolve_env(self.task.env, dict(os.environ), f"{self.task.path / 'task.toml'} [environment.env]")
+            for table in extra:
+                out.update(resolve_env(table, dict(os.environ), f"{self.task.path / 'task.toml'} {where}"))
+        except KeyError as exc:
+            raise SandboxError(exc.args[0]) from None
+        return out
+
+    def _args(self, extra: list[str] | None = None, **kwargs) -> list[str]:
+        return _sandbox_args(self.workspace, self.task.workdir, self.limits, extra, persist=self.task.persist,
+                             **kwargs)
 
     @property
     def cgroup(self) -> TrialCgroup:
@@ -155,7 +208,7 @@ class LocalEnvironment:
         return self._mounted
 
     def exec(self, command: str, timeout_s: float) -> ExecResult:
-        args = _sandbox_args(self.workspace, self.task.workdir, self.limits)
+        args = self._args(env=self._env())
         return run_confined(confined_argv(args, ["/bin/bash", "-s"], self.limits, self.cgroup), command, timeout_s,
                             self.cgroup)
 
@@ -165,11 +218,79 @@ class LocalEnvironment:
         Same sandbox and limits as `exec`; `verify` and `close` end it (and everything it started)."""
         from hrbench.envs.shell import PersistentShell
 
-        args = _sandbox_args(self.workspace, self.task.workdir, self.limits)
+        args = self._args(env=self._env())
         argv = confined_argv(args, ["/bin/bash", "--noprofile", "--norc", "-s"], self.limits, self.cgroup)
         shell = PersistentShell(argv)
         self._shells = [s for s in self._shells if not s.closed] + [shell]
         return shell
+
+    def run_solution(self, stage: Stage, script: str | None = None) -> ExecResult:
+        """Harbor's oracle: the step's solution/ folder uploaded to /solution (read-only) and
+        `bash /solution/solve.sh` run from WORKDIR, so $0, BASH_SOURCE and sibling helpers work.
+        `script` replaces solve.sh's text (the audit's key-step-removed variant)."""
+        tmp = area_tempdir("solution")
+        try:
+            folder = tmp / "solution"
+            shutil.copytree(stage.solution.parent, folder, symlinks=True)
+            if script is not None:
+                (folder / "solve.sh").write_text(script)
+            for root, dirs, files in os.walk(folder):
+                for name in dirs + files:
+                    path = Path(root, name)
+                    if not path.is_symlink():
+                        os.chmod(path, 0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
+            os.chmod(folder, 0o755)
+            args = self._args(["--ro-bind", str(folder), "/solution"],
+                              env=self._env(self.task.solution_env, where="[solution.env]"))
+            timeout = stage.agent_timeout_sec or self.task.agent_timeout_sec
+            return run_confined(confined_argv(args, ["/bin/bash", "-s"], self.limits, self.cgroup),
+                                "bash /solution/solve.sh\n", timeout, self.cgroup)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def begin_stage(self, stage: Stage) -> None:
+        """Before the agent's turn at `stage` (once per stage): the step's workdir/ files copied into
+        WORKDIR, its setup.sh run there (then removed), its healthcheck run. Raises SandboxError when
+        setup.sh or a healthcheck fails: the environment is not what the task promised."""
+        if stage.index in self._begun:
+            return
+        self._begun.add(stage.index)
+        if stage.workdir_files is not None:
+            for item in sorted(stage.workdir_files.iterdir()):
+                target = self.workspace / item.name
+                if item.is_dir():
+                    shutil.copytree(item, target, symlinks=True, dirs_exist_ok=True)
+                else:
+                    shutil.copy2(item, target, follow_symlinks=False)
+            sandbox_owner(self.workspace)
+        if stage.setup_script is not None:
+            script = f"{self.task.workdir}/setup.sh"
+            result = self.exec(f"bash {script}; code=$?; rm -f {script}; exit $code\n",
+                               stage.agent_timeout_sec or self.task.agent_timeout_sec)
+            if result.exit_code != 0:
+                raise SandboxError(f"task {self.task.name!r}: steps/{stage.name}/workdir/setup.sh failed "
+                                   f"(exit {result.exit_code}):\n{result.output[-800:]}")
+        if stage.healthcheck is not None:
+            self.healthcheck(stage.healthcheck, f"[steps.healthcheck] of step {stage.name!r}")
+
+    def healthcheck(self, check: Healthcheck, what: str) -> None:
+        """Docker HEALTHCHECK semantics: healthy at the first passing run; failures during
+        start_period_sec do not count; `retries` consecutive failures after it are unhealthy."""
+        start = time.monotonic()
+        failures = 0
+        while True:
+            result = self.exec(check.command + "\n", check.timeout_sec)
+            if result.exit_code == 0 and not result.timed_out:
+                return
+            in_grace = time.monotonic() - start < check.start_period_sec
+            if not in_grace:
+                failures += 1
+                if failures >= check.retries:
+                    raise SandboxError(
+                        f"task {self.task.name!r}: {what} failed {failures} time(s): `{check.command}` exited "
+                        f"{result.exit_code}{' (timed out)' if result.timed_out else ''}; output: "
+                        f"{result.output[-400:]!r}")
+            time.sleep(check.start_interval_sec if in_grace else check.interval_sec)
 
     def stop_agent_processes(self) -> None:
         """End every process the agent has running here: its shells and anything they started."""
@@ -201,17 +322,25 @@ class LocalEnvironment:
                 os.chmod(tests, 0o755)
                 if any((logs / "verifier").iterdir()):
                     raise SandboxError(f"{logs}/verifier is not empty before the verifier runs")
-                extra = ["--ro-bind", str(tests), "/tests", "--bind", str(logs), "/logs"]
-                # Verifiers run with cwd /app: without PYTHONSAFEPATH an agent's /app/sqlite3.py would be
-                # imported by a verifier's `python3 -c 'import sqlite3'` and could forge its result.
-                args = _sandbox_args(self.workspace, self.task.workdir, self.limits, extra, nested_userns=True,
-                                     env={"PYTHONSAFEPATH": "1"})
+                extra = ["--ro-bind", str(tests), "/tests", "--bind", str(logs), "/logs",
+                         "--ro-bind", str(_toolchain()), VERIFIER_TOOLCHAIN]
+                # No PYTHONSAFEPATH here: Harbor verifiers run `python -m pytest` from WORKDIR and import the
+                # agent's modules on purpose. hrbench's own check library (checks.sh) sets it for itself.
+                env = self._env(self.task.verifier_env, stage.verifier_env, where="[verifier.env]")
+                env["PATH"] = f"{VERIFIER_TOOLCHAIN}:{env.get('PATH', SANDBOX_PATH)}"
+                args = self._args(extra, nested_userns=True, env=env)
+                timeout = stage.verifier_timeout_sec or self.task.verifier_timeout_sec
                 result = run_confined(confined_argv(args, ["/bin/bash", "-s"], self.limits, self.cgroup),
-                                      "bash /tests/test.sh\n", self.task.verifier_timeout_sec, self.cgroup,
-                                      VERIFIER_OUTPUT_LIMIT)
+                                      "bash /tests/test.sh\n", timeout, self.cgroup, VERIFIER_OUTPUT_LIMIT)
                 if self._cgroup is not None and not self._cgroup.kill():
                     raise SandboxError("the verifier's processes could not be killed; its reward is not read")
-                reward, rewards = _read_reward(logs / "verifier")
+                try:
+                    rewards = _read_rewards(logs / "verifier")
+                    reward, error = _unit(primary_reward(rewards)), None
+                except RewardError as exc:
+                    rewards, reward, error = {}, 0.0, str(exc)
+                if result.timed_out and error is not None:
+                    error = f"the verifier timed out after {timeout:g}s ([verifier] timeout_sec); {error}"
             finally:
                 if mounted_logs:
                     unmount(logs)
@@ -219,12 +348,48 @@ class LocalEnvironment:
             shutil.rmtree(tmp, ignore_errors=True)
         return VerifierResult(
             reward=reward,
-            passed=reward >= 1.0 - 1e-9,
+            passed=error is None and reward >= 1.0 - 1e-9,
             output=result.output,
             output_bytes=result.output_bytes,
             duration_s=result.duration_s,
             rewards=rewards,
+            error=error,
+            artifacts=self._collect_artifacts(stage),
         )
+
+    def _collect_artifacts(self, stage: Stage) -> list[str]:
+        """/logs/artifacts and the declared artifacts present after `stage`; copied (symlinks kept as
+        links, never followed) to artifacts_dir/<stage>/ when that is set."""
+        found: list[tuple[str, Path]] = []
+        for path in ("/logs/artifacts", *self.task.artifacts, *stage.artifacts):
+            source = self._host_path(path)
+            if source is not None and (source.is_symlink() or source.exists()):
+                if path == "/logs/artifacts" and source.is_dir() and not any(source.iterdir()):
+                    continue
+                found.append((path, source))
+        if self.artifacts_dir is not None:
+            for path, source in found:
+                dest = self.artifacts_dir / stage.name / path.lstrip("/")
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                if source.is_dir() and not source.is_symlink():
+                    shutil.copytree(source, dest, symlinks=True, dirs_exist_ok=True)
+                else:
+                    shutil.copy2(source, dest, follow_symlinks=False)
+        return [path for path, _ in found]
+
+    def _host_path(self, path: str) -> Path | None:
+        """Where a sandbox path lives on the host, when in the workspace; no symlink on the way."""
+        workdir = self.task.workdir.rstrip("/")
+        if path == workdir or path.startswith(workdir + "/"):
+            base, rel = self.workspace, path[len(workdir):].strip("/")
+        else:
+            base, rel = self.workspace / PERSIST_DIR, path.strip("/")
+        node = base
+        for part in [p for p in rel.split("/") if p]:
+            if part == ".." or node.is_symlink():
+                return None
+            node = node / part
+        return node
 
     def close(self) -> None:
         """End every process of the environment, release its cgroup, remove the workspace if owned."""
@@ -270,25 +435,30 @@ def _read_small(folder_fd: int, name: str) -> str | None:
         os.close(fd)
 
 
-def _read_reward(folder: Path) -> tuple[float, dict[str, float]]:
-    """reward.json (mean of its subtask rewards) or reward.txt; anything unreadable scores 0."""
+def _read_rewards(folder: Path) -> dict[str, float]:
+    """Harbor's reward files: reward.txt (one number) first, else reward.json (a table of numbers).
+    Neither, or an unreadable one, is a verifier error (RewardError), never a silent 0."""
     try:
         folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return 0.0, {}  # no folder (or a symlink in its place): no reward
+    except OSError as exc:
+        raise RewardError("the verifier left no /logs/verifier folder (no reward.txt or reward.json)") from exc
     try:
-        json_text = _read_small(folder_fd, "reward.json")
-        if json_text is not None:
-            values = {str(k): _unit(v) for k, v in json.loads(json_text).items()}
-            return (sum(values.values()) / len(values) if values else 0.0), values
         text = _read_small(folder_fd, "reward.txt")
         if text is not None:
-            return _unit(text.strip()), {}
-    except (ValueError, TypeError, AttributeError, json.JSONDecodeError):
-        pass  # an unreadable reward is a failed verification, never a crash
+            return parse_reward_text(text)
+        json_text = _read_small(folder_fd, "reward.json")
+        if json_text is not None:
+            try:
+                data = json.loads(json_text)
+            except json.JSONDecodeError as exc:
+                raise RewardError(f"reward.json is not JSON: {exc}") from exc
+            return parse_reward_json(data)
+    except ValueError as exc:
+        raise exc if isinstance(exc, RewardError) else RewardError(str(exc)) from exc
     finally:
         os.close(folder_fd)
-    return 0.0, {}
+    raise RewardError("missing reward file: the verifier wrote neither /logs/verifier/reward.txt nor "
+                      "/logs/verifier/reward.json")
 
 
 def copy_tree(src: Path, dest: Path) -> None:
@@ -344,11 +514,12 @@ class LocalBackend:
                 "bubblewrap (bwrap) is not installed; the local backend needs it: apt-get install -y bubblewrap")
         if task.docker_only:
             raise SandboxError(
-                f"task {task.name!r} needs the docker backend ({task.docker_only}); the local backend skips it"
+                f"task {task.name!r} needs the docker backend ({task.docker_only}); the local backend cannot "
+                "provide that: run it with `backend: docker` in the study, or install what is missing on this host"
             )
 
     def _state_dir(self, task: Task, stages_done: int) -> Path:
-        return self.cache_dir / "states" / task.name / task.content_hash()[:12] / f"after-{stages_done}"
+        return self.cache_dir / "states" / task.slug / task.content_hash()[:12] / f"after-{stages_done}"
 
     def checkpoint_state(self, task: Task, stages_done: int) -> Path:
         """Snapshot of the oracle state after the first `stages_done` stages, built once and reused."""
@@ -385,14 +556,16 @@ class LocalBackend:
         env = LocalEnvironment(task, building, owns_workspace=False, limits=self.limits)
         try:
             stage = task.stages[stages_done - 1]
-            result = env.exec(stage.solution_script(), task.agent_timeout_sec)
+            env.begin_stage(stage)
+            result = env.run_solution(stage)
             check = env.verify(stage)
         finally:
             env.close()
         if not check.passed:
             raise SandboxError(
                 f"task {task.name!r}: replaying the reference solution of stage {stage.name!r} "
-                f"did not pass its verifier (reward {check.reward}); run `hrbench tasks audit`.\n"
+                f"did not pass its verifier (reward {check.reward}{'; ' + check.error if check.error else ''}); "
+                "run `hrbench tasks audit`.\n"
                 f"{result.output[-800:]}\n{check.output[-800:]}"
             )
 
@@ -404,6 +577,7 @@ class LocalBackend:
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, target if rel else dest / source.name)
+        ensure_persist_dirs(dest, task)
         sandbox_owner(dest)
         if task.setup_script is not None:
             env = LocalEnvironment(task, dest, owns_workspace=False, limits=self.limits)
@@ -430,7 +604,17 @@ class LocalBackend:
             shutil.rmtree(workspace, ignore_errors=True)
             raise SandboxError(f"task {task.name!r}: cannot copy the snapshot into a workspace of "
                                f"{self.limits.workspace_mb} MB: {exc}") from exc
-        return LocalEnvironment(task, workspace, owns_workspace=True, limits=self.limits, mounted=mounted)
+        env = LocalEnvironment(task, workspace, owns_workspace=True, limits=self.limits, mounted=mounted)
+        try:
+            ensure_persist_dirs(workspace, task)
+            if task.healthcheck is not None:
+                env.healthcheck(task.healthcheck, "[environment.healthcheck]")
+            if stages_done < task.n_stages:
+                env.begin_stage(task.stages[stages_done])
+        except BaseException:
+            env.close()
+            raise
+        return env
 
     def restore(self, env: LocalEnvironment, stages_done: int) -> None:
         """State repair: replace the workspace contents by the oracle state e_{stages_done}."""
@@ -438,3 +622,5 @@ class LocalBackend:
         env.stop_agent_processes()
         clear_dir(env.workspace)
         copy_tree(snapshot, env.workspace)
+        ensure_persist_dirs(env.workspace, env.task)
+        env._begun = {i for i in env._begun if i < stages_done}  # the next stage's setup runs again

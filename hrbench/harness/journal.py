@@ -21,7 +21,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from hrbench.harness.records import TrialRecord, TrialSpec
+from hrbench.harness.records import RETRYABLE_EXIT_REASONS, TrialRecord, TrialSpec
 
 
 class JournalError(RuntimeError):
@@ -78,7 +78,7 @@ class TrialJournal:
                 self.skipped_lines.append(number)
                 problems.append(_first_problem(exc))
                 continue
-            if record.exit_reason != "harness_error":  # rows journaled before attempts had their own file
+            if record.exit_reason not in RETRYABLE_EXIT_REASONS:  # rows journaled before attempts had their own file
                 records.setdefault(record.trial_key, record)
         if self.skipped_lines:
             warnings.warn(JournalWarning(
@@ -212,7 +212,7 @@ def run_trials(
         futures = [pool.submit(guarded, s) for s in todo]
         for future in as_completed(futures):
             record = future.result()
-            if record.exit_reason == "harness_error":
+            if record.exit_reason in RETRYABLE_EXIT_REASONS:
                 record = journal.append_attempt(record)
             else:
                 journal.append(record)

@@ -16,13 +16,22 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from hrbench.agents.base import Action, Agent, ContextLengthExceeded, Message, Observation, TrialContext, Usage
+from hrbench.agents.base import (
+    Action,
+    Agent,
+    ContextLengthExceeded,
+    Message,
+    Observation,
+    TrialContext,
+    Usage,
+)
 from hrbench.envs.base import Environment
 from hrbench.harness.history import History
 from hrbench.harness.records import ExitReason, StageOutcome, TrialRecord, TrialSpec
 from hrbench.harness.terminal import ExecTerminal, Terminal
 from hrbench.harness.trajectory import TrajectoryRecorder
 from hrbench.protocol import Budget
+from hrbench.tasks.harbor import meets_min_reward
 from hrbench.tasks.model import Stage, Task
 
 CONFIRM_PROMPT = (
@@ -146,6 +155,7 @@ def run_stage(env: Environment, agent: Agent, task: Task, stage: Stage, history:
         return StageOutcome(stage=stage.name, passed=False, reward=0.0, turns=0, wall_s=0.0, agent_s=0.0,
                             verifier_s=0.0, exit_reason=pre[0], detail=pre[1])
 
+    getattr(env, "begin_stage", lambda _stage: None)(stage)  # Harbor step workdir/, setup.sh, healthcheck
     prompt = stage_prompt(task, stage, budget, rollout.turns, rollout.n_parts)
     history.add(Message(role="user", content=prompt, stage_index=stage.index))
     if recorder:
@@ -247,6 +257,8 @@ def run_stage(env: Environment, agent: Agent, task: Task, stage: Stage, history:
         if reason == "early_exit":
             detail = (f"declared part {stage.index + 1} complete after {turns} turn(s) without running a command; "
                       f"the verifier gave reward {verdict.reward:g}")
+    if verdict.error and reason not in ("harness_error", "limit_exceeded"):
+        reason = "verifier_error"  # no usable reward file: not the agent's failure, retried on resume
     if recorder:
         recorder.system(f"part {stage.index + 1} verified: reward {verdict.reward:g} "
                         f"({'passed' if verdict.passed else 'failed'})", stage.index,
@@ -256,7 +268,9 @@ def run_stage(env: Environment, agent: Agent, task: Task, stage: Stage, history:
     return StageOutcome(
         stage=stage.name, passed=verdict.passed, reward=verdict.reward, turns=turns,
         wall_s=agent_phase + verdict.duration_s, agent_s=agent_s, verifier_s=verdict.duration_s,
-        exit_reason=reason, error=error, detail=detail, parse_errors=parse_errors,
+        exit_reason=reason, error=error or verdict.error, detail=detail, parse_errors=parse_errors,
+        rewards=verdict.rewards, met_min_reward=None if stage.min_reward is None else
+        meets_min_reward(stage.min_reward, verdict.rewards if not verdict.error else None),
         tokens_in=end_usage.tokens_in - usage_at_start.tokens_in,
         tokens_out=end_usage.tokens_out - usage_at_start.tokens_out,
     )
@@ -278,7 +292,8 @@ def record_from(spec: TrialSpec, outcomes: list[StageOutcome], wall_s: float, ag
         if not o.passed:
             break
         passed_prefix += 1
-    last = outcomes[-1] if outcomes else None
+    # the first failed stage ends the chain (a min_reward gate may have let the rollout run on past it)
+    last = next((o for o in outcomes if not o.passed), outcomes[-1]) if outcomes else None
     usage = _usage(agent)
     if spec.kind == "checkpoint":
         passed = bool(last and last.passed)
@@ -299,6 +314,7 @@ def record_from(spec: TrialSpec, outcomes: list[StageOutcome], wall_s: float, ag
         parse_errors=rollout.parse_errors if rollout else sum(o.parse_errors for o in outcomes),
         compactions=rollout.compactions if rollout else 0,
         trajectory_path=trajectory_path,
+        rewards_json=json.dumps({o.stage: o.rewards for o in outcomes if o.rewards}),
     )
 
 

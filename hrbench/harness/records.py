@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 import pandas as pd
 from pydantic import BaseModel
 
-# limit_exceeded: the agent went past a fixed bound of the harness (e.g. a reply too large); an agent failure
-ExitReason = Literal["passed", "failed", "timeout", "turn_cap", "early_exit", "harness_error", "limit_exceeded"]
+# limit_exceeded: the agent went past a fixed bound of the harness (e.g. a reply too large); an agent failure.
+# verifier_error: the verifier left no usable reward file (Harbor's RewardFileNotFoundError); retried on resume.
+ExitReason = Literal["passed", "failed", "timeout", "turn_cap", "early_exit", "harness_error", "limit_exceeded",
+                     "verifier_error"]
+RETRYABLE_EXIT_REASONS = frozenset({"harness_error", "verifier_error"})
 TrialKind = Literal["checkpoint", "natural"]
 
 
@@ -26,6 +30,8 @@ class StageOutcome(BaseModel):
     parse_errors: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
+    rewards: dict[str, float] = {}  # the verifier's reward files verbatim (reward.json's sub-rewards)
+    met_min_reward: bool | None = None  # Harbor's step gate, when the step declares min_reward
 
 
 class TrialSpec(BaseModel):
@@ -67,8 +73,19 @@ class TrialRecord(TrialSpec):
     parse_errors: int = 0  # replies the harness could not parse (fed back to the agent)
     compactions: int = 0  # history compactions (policy or context-length recovery)
     trajectory_path: str | None = None  # ATIF trajectory JSON, relative to the study output dir
+    rewards_json: str = "{}"  # {stage: {key: value}}: every sub-reward the verifiers wrote, kept flat for parquet
 
 
 def records_table(records: list[TrialRecord]) -> pd.DataFrame:
-    """One row per trial; the columns exist even when there are no trials."""
-    return pd.DataFrame([r.model_dump() for r in records], columns=list(TrialRecord.model_fields))
+    """One row per trial; the columns exist even when there are no trials. Every sub-reward a verifier
+    wrote is a column of its own, `reward.<stage>.<key>` (absent where that stage did not write it)."""
+    rows = []
+    extra: dict[str, None] = {}
+    for r in records:
+        row = r.model_dump()
+        for stage, values in json.loads(r.rewards_json).items():
+            for key, value in values.items():
+                row[f"reward.{stage}.{key}"] = value
+                extra[f"reward.{stage}.{key}"] = None
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(TrialRecord.model_fields) + list(extra))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from hrbench.agents.base import Message
@@ -20,7 +20,7 @@ ATIF_VERSION = "ATIF-v1.4"
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def trajectory_relpath(trial_key: str) -> Path:

@@ -23,6 +23,7 @@ from hrbench.harness.records import StageOutcome, TrialRecord, TrialSpec
 from hrbench.harness.terminal import Terminal, open_terminal
 from hrbench.harness.trajectory import TrajectoryRecorder, trajectory_relpath
 from hrbench.protocol import Budget, CheckpointProtocol, Condition, StatePolicy
+from hrbench.tasks.harbor import continues_after
 from hrbench.tasks.model import Stage, Task
 
 PrefixSource = Callable[[int], list[Message] | None]
@@ -138,7 +139,7 @@ def run_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Backend, shape
             outcome = run_stage(env, agent, task, stage, history, shape.budget, terminal=terminal, rollout=rollout,
                                 last_stage=last)
             outcomes.append(outcome)
-            if not outcome.passed:
+            if not continues_after(stage.min_reward, outcome.passed, outcome.rewards or None):
                 break
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"

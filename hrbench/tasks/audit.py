@@ -30,11 +30,18 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from hrbench.envs.base import SandboxError, VerifierResult
+from hrbench.envs.base import ExecResult, SandboxError, VerifierResult
 from hrbench.envs.local import LocalBackend, LocalEnvironment
 from hrbench.tasks.model import Stage, Task, TaskError
 
 TAMPER_MARK = "hrbench-tamper"
+KEY_NOT_APPLICABLE = "not applicable (no key step marked)"
+
+
+def _lenient(finding: str) -> str:
+    """A tamper finding on a Harbor task without [metadata.hrbench]: reported, not failed."""
+    return ("integrity (reported, not enforced for a task without [metadata.hrbench]; an agent that games "
+            f"verifiers could forge this stage's reward): {finding}")
 _CODE_SUFFIXES = (".py", ".sh", ".env", ".bash")
 # paths an instruction asks for: `/app/ledger.py`, `tools/x.sh`, `bin/run` is not matched (no suffix)
 _NAMED_FILE = re.compile(r"(?<![\w./-])((?:/[\w.-]+)*/?(?:[\w.-]+/)*[\w-]+\.(?:py|sh|env|bash))\b")
@@ -204,6 +211,8 @@ class StageAudit(BaseModel):
     edited_inputs_reward: float | None = None  # tamper (c): sigma_i over edited original inputs
     ok: bool
     problem: str | None = None
+    key_check: str = KEY_NOT_APPLICABLE  # "ok", "failed", or "not applicable (no key step marked)"
+    notes: list[str] = []  # explained, not failures (e.g. partial credit of a cumulative reward)
 
 
 def _tail(result: VerifierResult, n: int = 600) -> str:
@@ -274,7 +283,7 @@ def _named_files(task: Task, stage: Stage) -> list[str]:
     return named
 
 
-def _forge_attack(task: Task, stage: Stage, backend: LocalBackend) -> tuple[float, str | None]:
+def _forge_attack(task: Task, stage: Stage, backend: LocalBackend, baseline: float = 0.0) -> tuple[float, str | None]:
     """Tamper (a) + (b); returns the reward and, when it is not 0 or agent code ran in the verifier's
     own view, the likely cause."""
     log = f"{task.workdir}/{UNCONFINED_LOG}"
@@ -291,7 +300,7 @@ def _forge_attack(task: Task, stage: Stage, backend: LocalBackend) -> tuple[floa
         result, ran = _forge_run(env, stage, spec, writer)
     finally:
         env.close()
-    if result.reward <= 0.0 and not ran:
+    if result.reward <= baseline and not ran:  # baseline: what doing nothing scores (partial credit)
         return result.reward, None
     if ran:
         outcome = "which forged the reward" if result.reward > 0.0 else "which could forge the reward (it lost the race this time)"
@@ -340,7 +349,8 @@ def _edited_chain(task: Task, backend: LocalBackend) -> tuple[list[str], list[_E
     try:
         env.exec(f"/usr/bin/python3 -c {_quote(_TAMPER_PY)} {_quote(json.dumps(paths))}\n", task.agent_timeout_sec)
         for stage in task.stages:
-            env.exec(stage.solution_script(), task.agent_timeout_sec)
+            env.begin_stage(stage)
+            env.run_solution(stage)
             runs.append(_EditedRun(result=env.verify(stage), after=_snapshot(env.workspace)))
     finally:
         env.close()
@@ -373,49 +383,109 @@ def _audit_stage(task: Task, stage: Stage, backend: LocalBackend) -> _StageRuns:
     reference: dict[str, str] = {}
     before: dict[str, str] = {}
     problems: list[str] = []
+    notes: list[str] = []
+    key_check = KEY_NOT_APPLICABLE
     try:
-        removed_script = stage.solution_without_key_step()
+        removed_script = stage.solution_without_key_step() if stage.has_key_step else None
         before = _snapshot(backend.checkpoint_state(task, stage.index))
+        env = backend.start(task, stage.index)
+        try:
+            ref_run = env.run_solution(stage)
+            ref_check = env.verify(stage)
+            ref = ref_check.reward
+            reference = _snapshot(env.workspace)
+        finally:
+            env.close()
+        if ref < 1.0:
+            problems.append(f"reference solution scores {ref:g}, not 1: "
+                            + explain(ref_check, ref_run, "the reference solution (solution/solve.sh)"))
         env = backend.start(task, stage.index)
         try:
             nothing_run = env.verify(stage)
             nothing = nothing_run.reward
         finally:
             env.close()
-        env = backend.start(task, stage.index)
-        try:
-            ref_run = env.exec(stage.solution_script(), task.agent_timeout_sec)
-            ref_check = env.verify(stage)
-            ref = ref_check.reward
-            reference = _snapshot(env.workspace)
-        finally:
-            env.close()
-        env = backend.start(task, stage.index)
-        try:
-            env.exec(removed_script, task.agent_timeout_sec)
-            removed_check = env.verify(stage)
-            removed = removed_check.reward
-        finally:
-            env.close()
-        if ref < 1.0:
-            problems.append(f"reference solution scores {ref:g}, not 1 (solve.sh output: {ref_run.output[-300:]!r}; "
-                            f"verifier output: {_tail(ref_check)!r})")
-        if nothing > 0.0:
-            problems.append(f"doing nothing scores {nothing:g}, not 0: the verifier passes before the stage's work "
-                            f"(verifier output: {_tail(nothing_run)!r})")
-        if removed >= 1.0:
-            problems.append("removing the key step still passes: the verifier does not test the key step "
-                            f"(verifier output: {_tail(removed_check)!r})")
-        forged, why = _forge_attack(task, stage, backend)
+        if nothing_run.passed:
+            problems.append(f"doing nothing scores {nothing:g}, not 0: the verifier passes before the stage's work; "
+                            + explain(nothing_run))
+        elif nothing > 0.0:
+            notes.append(f"partial credit: doing nothing scores {nothing:g} (a cumulative reward: the verifier credits "
+                         "what earlier stages left); the stage still fails, since a stage passes only at reward 1")
+        if removed_script is not None:
+            env = backend.start(task, stage.index)
+            try:
+                env.run_solution(stage, removed_script)
+                removed_check = env.verify(stage)
+                removed = removed_check.reward
+            finally:
+                env.close()
+            key_check = "failed" if removed_check.passed else "ok"
+            if removed_check.passed:
+                problems.append("removing the key step still passes: the verifier does not test the key step; "
+                                + explain(removed_check))
+        forged, why = _forge_attack(task, stage, backend, baseline=nothing if not nothing_run.passed else 0.0)
         if why:
-            problems.append(why)
+            (problems if task.strict_integrity else notes).append(why if task.strict_integrity else _lenient(why))
     except (TaskError, SandboxError) as exc:
         problems.append(str(exc))
     audit = StageAudit(
         task=task.name, stage=stage.name, reference_reward=ref, nothing_reward=nothing,
         key_removed_reward=removed, forged_reward=forged, ok=not problems, problem="; ".join(problems) or None,
+        key_check=key_check, notes=notes,
     )
     return _StageRuns(audit=audit, reference=reference, before=before)
+
+
+# (pattern in the verifier's or solution's output, one-line diagnosis); the first match names the cause
+_CAUSES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"Could not resolve host|Temporary failure in name resolution|Network is unreachable|"
+                r"Failed to establish a new connection|No matching distribution found|getaddrinfo|"
+                r"Name or service not known|Could not connect to|ConnectionError"),
+     ("network needed: it tried to reach the network, and sandboxes have none; ship what it downloads in the task "
+      "(tests/ or environment/), or use the docker backend with an image that has it")),
+    (re.compile(r"No module named '?pytest'?|pytest: command not found"),
+     "pytest missing: run scripts/verifier_toolchain.sh (Debian's python3-pytest) on this host"),
+    (re.compile(r"(?:^|\s|:)([\w./+-]+): command not found"),
+     "command not found: {0}; install it on this host (local runs the host's /usr) or use the docker backend"),
+    (re.compile(r"([A-Za-z_][A-Za-z0-9_]*): unbound variable"),
+     "env var unset: {0}; declare it in [verifier.env] / [environment.env] of task.toml"),
+    (re.compile(r"KeyError: '([A-Z_][A-Z0-9_]*)'"),
+     "env var unset (probably): {0}; declare it in [verifier.env] / [environment.env] of task.toml"),
+    (re.compile(r"Read-only file system: '?(/[^'\s]*)|line \d+: (/[^\s:]+): (?:Read-only file system|No such file "
+                r"or directory)"),
+     ("write outside WORKDIR refused: {0}; only WORKDIR, /output, /logs/artifacts and the paths listed in "
+      "[metadata.hrbench] persist exist and persist in the sandbox: list it there")),
+]
+
+
+def diagnose(*texts: str) -> str | None:
+    """A one-line cause for the common failures, from the output of what ran (None if none is recognised)."""
+    for pattern, message in _CAUSES:
+        for text in texts:
+            match = pattern.search(text)
+            if match:
+                groups = [g for g in match.groups() if g] if match.groups() else []
+                return message.format(*(groups or [""]))
+    return None
+
+
+def explain(check: VerifierResult, run: ExecResult | None = None, what: str = "") -> str:
+    """What the audit says about a verification: exit reason, diagnosis, the verifier's own output tail
+    (and the tail of what ran before it, when something did)."""
+    reason = "verifier_error" if check.error else ("passed" if check.passed else "failed")
+    parts = [f"exit reason {reason}"]
+    if check.error:
+        parts.append(check.error)
+    cause = diagnose(check.output, run.output if run is not None else "") or (
+        "missing reward file: the verifier must write /logs/verifier/reward.txt or reward.json"
+        if check.error and "missing reward file" in check.error else None)
+    if cause:
+        parts.append(f"diagnosis: {cause}")
+    parts.append(f"verifier output (tail): {_tail(check)!r}")
+    if run is not None:
+        tail = run.output.strip()[-300:]
+        parts.append(f"{what or 'solution'} exited {run.exit_code}, output (tail): {tail!r}")
+    return "; ".join(parts)
 
 
 def audit_task(task: Task, backend: LocalBackend, workers: int | None = None) -> list[StageAudit]:
@@ -440,7 +510,8 @@ def audit_task(task: Task, backend: LocalBackend, workers: int | None = None) ->
             audit.edited_inputs_reward = edited[i].result.reward
             why = _edit_problem(inputs, edited[i], runs.reference, runs.before)
             if why:
-                problems.append(why)
+                (problems if task.strict_integrity else audit.notes).append(
+                    why if task.strict_integrity else _lenient(why))
         audit.ok = not problems
         audit.problem = "; ".join(problems) or None
         rows.append(audit)

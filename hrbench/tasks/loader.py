@@ -5,44 +5,62 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 import shlex
 import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from hrbench.config_files import read_text_file
+from hrbench.tasks.harbor import (
+    HarborTaskConfig,
+    StepSection,
+    artifact_path,
+    key_support,
+)
 from hrbench.tasks.model import Stage, Task, TaskError
 
 SINGLE_STAGE_NAME = "main"
 
 
 def load_task(path: str | Path) -> Task:
-    """Load one task package directory; raises TaskError naming file and field."""
+    """Load one task package directory (Harbor format, schema 1.0 or 1.1+); raises TaskError naming
+    file and field."""
     root = Path(path).resolve()
     toml_path = root / "task.toml"
     if not toml_path.is_file():
         raise TaskError(f"{root}: no task.toml; a task package needs task.toml at its top level")
     try:
-        config = tomllib.loads(_text(toml_path, "task.toml"))
+        raw = tomllib.loads(_text(toml_path, "task.toml"))
     except tomllib.TOMLDecodeError as exc:
         raise TaskError(f"{toml_path}: malformed TOML: {exc}") from exc
+    for table in ("task", "metadata", "verifier", "agent", "environment", "solution"):
+        if table in raw and not isinstance(raw[table], dict):
+            raise TaskError(f"{toml_path}: '{table}' must be a table ([{table}])")
+    if "steps" in raw and (not isinstance(raw["steps"], list) or not raw["steps"]):
+        raise TaskError(f"{toml_path}: [[steps]] must be a non-empty array of tables")
+    try:
+        config = HarborTaskConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise TaskError(f"{toml_path}: {_validation_text(exc)}") from exc
 
-    task_table = _table(config, "task", toml_path)
-    name = task_table.get("name", root.name)
-    if not isinstance(name, str) or not name:
-        raise TaskError(f"{toml_path}: [task] name must be a non-empty string")
-    meta = _table(config.get("metadata", {}), "hrbench", toml_path, required=False)
+    name = config.task.name if config.task is not None else root.name
+    if not name or name.startswith("/") or ".." in name.split("/") or name.count("/") > 1:
+        raise TaskError(f"{toml_path}: [task] name must be `name` or `org/name`, got {name!r}")
+    meta = _table(config.metadata, "hrbench", toml_path, required=False)
     depends = _table(meta, "depends_on", toml_path, required=False)
     weights = _table(meta, "weights", toml_path, required=False)
 
-    steps = config.get("steps")
-    if steps is None:
+    shared = root / "tests"
+    shared_tests = shared if shared.is_dir() else None
+    if config.steps is None:
         stages = [_single_stage(root)]
     else:
-        if not isinstance(steps, list) or not steps:
-            raise TaskError(f"{toml_path}: [[steps]] must be a non-empty array of tables")
-        stages = [_stage(root, toml_path, i, step, depends, weights) for i, step in enumerate(steps)]
+        stages = [_stage(root, toml_path, i, step, depends, weights, shared_tests)
+                  for i, step in enumerate(config.steps)]
     _check_graph(stages, depends, toml_path)
     unknown = sorted(set(weights) - {s.name for s in stages})
     if unknown:
@@ -53,31 +71,87 @@ def load_task(path: str | Path) -> Task:
     if structure not in ("shallow", "deep"):
         raise TaskError(f"{toml_path}: [metadata.hrbench] structure must be 'shallow' or 'deep', got {structure!r}")
 
-    env = _table(config, "environment", toml_path, required=False)
-    if not isinstance(env.get("workdir", ""), str):
-        raise TaskError(f"{toml_path}: [environment] workdir must be a string path")
-    workdir, copies, docker_only = _read_dockerfile(root / "environment" / "Dockerfile", env.get("workdir"))
+    env = config.environment
+    workdir, copies, docker_only = _read_dockerfile(root / "environment" / "Dockerfile", env.workdir)
+    reasons = [docker_only] if docker_only else []
+    if env.docker_image and not (root / "environment" / "Dockerfile").is_file():
+        reasons.append(f"the prebuilt image {env.docker_image!r} ([environment] docker_image) needs a container")
+    if env.gpus > 0:
+        reasons.append(f"[environment] gpus = {env.gpus} needs GPU passthrough")
     setup = root / "environment" / "setup.sh"
     if setup.is_file():
         _text(setup, "setup script (environment/setup.sh)")
-    shared = root / "tests"
+    persist = _persisted_paths(config, meta, workdir, toml_path)
     return Task(
         name=name,
         path=root,
-        description=str(task_table.get("description", "")),
+        description=config.task.description if config.task is not None else "",
         family=str(meta.get("family", name)),
         structure=structure,
         stages=tuple(stages),
         workdir=workdir,
         initial_files=tuple(copies),
         setup_script=setup if setup.is_file() else None,
-        shared_tests=shared if shared.is_dir() else None,
-        docker_only=docker_only,
-        verifier_timeout_sec=_positive(_table(config, "verifier", toml_path, required=False), "timeout_sec", 60.0,
-                                       f"{toml_path}: [verifier] timeout_sec"),
-        agent_timeout_sec=_positive(_table(config, "agent", toml_path, required=False), "timeout_sec", 120.0,
-                                    f"{toml_path}: [agent] timeout_sec"),
+        shared_tests=shared_tests,
+        docker_only="; ".join(reasons) or None,
+        verifier_timeout_sec=config.verifier.timeout_sec or 60.0,
+        agent_timeout_sec=config.agent.timeout_sec or 120.0,
+        schema_version=config.schema_version,
+        env=tuple(env.env.items()),
+        verifier_env=tuple(config.verifier.env.items()),
+        solution_env=tuple(config.solution.env.items()),
+        healthcheck=env.healthcheck,
+        reward_strategy=config.multi_step_reward_strategy,
+        artifacts=tuple(artifact_path(a) for a in config.artifacts),
+        persist=persist,
+        support=key_support(raw),
+        strict_integrity=bool(meta.get("strict_integrity", "hrbench" in config.metadata)),
     )
+
+
+def _validation_text(exc: ValidationError) -> str:
+    """pydantic's errors as `[steps.0.min_reward]: what` lines (the TOML location of each)."""
+    parts = []
+    for error in exc.errors():
+        loc = [str(p) for p in error["loc"]]
+        if loc[:1] == ["steps"] and len(loc) > 1:
+            table, key = f"[[steps]] #{int(loc[1]) + 1}" + (f" [{'.'.join(loc[2:-1])}]" if len(loc) > 3 else ""), \
+                loc[-1] if len(loc) > 2 else ""
+        else:
+            table, key = (f"[{'.'.join(loc[:-1])}]" if len(loc) > 1 else ""), loc[-1] if loc else ""
+        parts.append(f"{table} {key}: {error['msg']}, got {error.get('input')!r}".strip())
+    return "; ".join(parts)
+
+
+# Paths outside WORKDIR that Harbor tasks commonly write and read back (Harbor's /logs/artifacts is
+# collected after every verification); they persist across a stage's commands and into the verifier.
+DEFAULT_PERSIST = ("/output", "/logs/artifacts")
+_RESERVED = ("/usr", "/etc", "/proc", "/dev", "/tmp", "/tests", "/solution", "/logs/verifier", "/bin", "/lib",
+             "/lib64", "/sbin")
+
+
+def _persisted_paths(config: HarborTaskConfig, meta: dict, workdir: str, where: Path) -> tuple[str, ...]:
+    declared = meta.get("persist", [])
+    if not isinstance(declared, list) or not all(isinstance(p, str) for p in declared):
+        raise TaskError(f"{where}: [metadata.hrbench] persist must be a list of absolute paths")
+    candidates = list(DEFAULT_PERSIST) + declared
+    for entry in [*config.artifacts, *(a for s in config.steps or [] for a in s.artifacts)]:
+        candidates.append(artifact_path(entry))
+    out: list[str] = []
+    for path in candidates:
+        clean = "/" + "/".join(p for p in path.split("/") if p not in ("", "."))
+        if not path.startswith("/") or ".." in path.split("/"):
+            raise TaskError(f"{where}: {path!r} (artifacts or [metadata.hrbench] persist) must be an absolute path "
+                            "without '..'")
+        if clean == workdir or clean.startswith(workdir.rstrip("/") + "/"):
+            continue  # inside WORKDIR: persists already
+        if clean == "/" or any(clean == r or clean.startswith(r + "/") for r in _RESERVED) or \
+                (workdir + "/").startswith(clean + "/"):
+            raise TaskError(f"{where}: {path!r} cannot persist outside WORKDIR {workdir} (it is, or holds, a "
+                            "path the sandbox provides); collect a file inside WORKDIR or under /output instead")
+        if clean not in out and not any(clean.startswith(o + "/") for o in out):
+            out.append(clean)
+    return tuple(out)
 
 
 def load_registry(path: str | Path, include: list[str] | None = None) -> list[Task]:
@@ -94,6 +168,28 @@ def load_registry(path: str | Path, include: list[str] | None = None) -> list[Ta
     if missing:
         raise TaskError(f"{root}: no task package named {missing}; available: {sorted(by_name)}")
     return [by_name[n] for n in include]
+
+
+def load_paths(paths: list[Path]) -> tuple[list[Task], list[tuple[Path, str]]]:
+    """Task dirs and registries alike: a dir with task.toml is one task, any other dir is a registry
+    of task dirs. A task that does not load is returned as (dir, reason), the others still load."""
+    tasks: list[Task] = []
+    errors: list[tuple[Path, str]] = []
+    for path in paths:
+        root = Path(path).resolve()
+        if not root.is_dir():
+            errors.append((root, f"{root}: not a directory (give a task dir, with task.toml, or a registry of them)"))
+            continue
+        dirs = [root] if (root / "task.toml").is_file() else \
+            sorted(p for p in root.iterdir() if (p / "task.toml").is_file())
+        if not dirs:
+            errors.append((root, f"{root}: neither a task (no task.toml) nor a registry (no subdirectory has one)"))
+        for folder in dirs:
+            try:
+                tasks.append(load_task(folder))
+            except TaskError as exc:
+                errors.append((folder, str(exc)))
+    return tasks, errors
 
 
 def _table(parent: Any, key: str, where: Path, required: bool = True) -> dict[str, Any]:
@@ -135,26 +231,50 @@ def _instruction(path: Path) -> str:
 
 
 def _stage(
-    root: Path, toml_path: Path, index: int, step: Any, depends: dict, weights: dict
+    root: Path, toml_path: Path, index: int, step: StepSection, depends: dict, weights: dict,
+    shared_tests: Path | None,
 ) -> Stage:
-    if not isinstance(step, dict) or not isinstance(step.get("name"), str):
-        raise TaskError(f"{toml_path}: [[steps]] entry {index + 1} needs a string 'name'")
-    name = step["name"]
+    name = step.name
+    if not name or "/" in name or name in (".", ".."):
+        raise TaskError(f"{toml_path}: [[steps]] entry {index + 1} needs a plain 'name', got {name!r}")
     folder = root / "steps" / name
     if not folder.is_dir():
         raise TaskError(f"{folder}: missing stage directory for step {name!r} declared in task.toml")
     deps = depends.get(name, [])
     if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
         raise TaskError(f"{toml_path}: depends_on.{name} must be a list of stage names")
+    workdir = folder / "workdir"
+    setup = workdir / "setup.sh"
+    if setup.is_file():
+        _text(setup, f"step setup script (steps/{name}/workdir/setup.sh)")
+    min_reward = step.min_reward
     return Stage(
         name=name,
         index=index,
         instruction=_instruction(folder / "instruction.md"),
         solution=_require(folder / "solution" / "solve.sh", "reference solution (solution/solve.sh)"),
-        tests=_require(folder / "tests" / "test.sh", "verifier (tests/test.sh)").parent,
+        tests=_tests(folder / "tests", shared_tests, f"step {name!r}"),
         depends_on=tuple(deps),
         weight=_positive(weights, name, 1.0, f"{toml_path}: [metadata.hrbench.weights] {name}"),
+        workdir_files=workdir if workdir.is_dir() else None,
+        setup_script=setup if setup.is_file() else None,
+        agent_timeout_sec=step.agent.timeout_sec,
+        verifier_timeout_sec=step.verifier.timeout_sec,
+        verifier_env=tuple(step.verifier.env.items()),
+        healthcheck=step.healthcheck,
+        min_reward=tuple(min_reward.items()) if isinstance(min_reward, dict) else min_reward,
+        artifacts=tuple(artifact_path(a) for a in step.artifacts),
     )
+
+
+def _tests(folder: Path, shared: Path | None, what: str) -> Path:
+    """The step's tests/ when it has a test.sh; else Harbor's fallback, the task-level tests/test.sh."""
+    if (folder / "test.sh").is_file():
+        return _require(folder / "test.sh", "verifier (tests/test.sh)").parent
+    if shared is not None and (shared / "test.sh").is_file():
+        return _require(shared / "test.sh", "verifier (tests/test.sh)").parent
+    raise TaskError(f"{folder / 'test.sh'}: missing verifier (tests/test.sh) for {what}, and the task has no "
+                    "tests/test.sh to fall back on")
 
 
 def _single_stage(root: Path) -> Stage:
@@ -323,6 +443,14 @@ def _run_needs_container(command: str) -> str | None:
         if words[:2] in (["apt-get", "install"], ["apt", "install"]):
             missing += [w for w in words[2:] if not w.startswith("-") and not _host_has_package(w)]
             continue
+        if words[0] in ("pip", "pip3") and words[1:2] == ["install"] or words[:4] == ["python3", "-m", "pip", "install"]:
+            names = words[2:] if words[0] != "python3" else words[4:]
+            lacking = [w for w in names if not w.startswith("-") and not _host_has_distribution(w)]
+            if lacking:
+                return f"RUN {part.strip()[:60]!r} needs pip packages this host's python3 lacks: {' '.join(lacking)}"
+            continue
+        if words[:2] == ["mkdir", "-p"] or words[0] == "mkdir":
+            continue  # directories: WORKDIR ones exist, others are refused by name when written
         return f"RUN {part.strip()[:60]!r} needs a container build"
     if missing:
         return f"needs packages not on this host: {' '.join(missing)}"
@@ -335,3 +463,12 @@ def _host_has_package(package: str) -> bool:
         ["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True, check=False
     )
     return "install ok installed" in result.stdout
+
+
+@functools.cache
+def _host_has_distribution(requirement: str) -> bool:
+    """A pip requirement (`pytest`, `pytest==8.1`) already installed for the host's /usr/bin/python3."""
+    name = re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0]
+    result = subprocess.run(["/usr/bin/python3", "-I", "-c", ("import importlib.metadata as m, sys; "
+                             "m.distribution(sys.argv[1])"), name], capture_output=True, check=False)
+    return result.returncode == 0

@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from hrbench.tasks.harbor import Healthcheck, KeySupport
+
 KEY_BEGIN = "# hrbench:key-begin"
 KEY_END = "# hrbench:key-end"
 
@@ -23,16 +25,33 @@ class Stage(BaseModel):
     name: str
     index: int  # 0-based position in delivery order
     instruction: str
-    solution: Path
-    tests: Path
+    solution: Path  # solve.sh; its folder is uploaded to /solution and it runs from there
+    tests: Path  # the folder copied to /tests (the step's own, or the task-level tests/ fallback)
     depends_on: tuple[str, ...] = ()
     weight: float = 1.0
+    workdir_files: Path | None = None  # steps/<name>/workdir/: copied into WORKDIR before the agent's turn
+    setup_script: Path | None = None  # steps/<name>/workdir/setup.sh: run after the copy, before the turn
+    agent_timeout_sec: float | None = None  # [steps.agent] timeout_sec (None: the task's)
+    verifier_timeout_sec: float | None = None  # [steps.verifier] timeout_sec (None: the task's)
+    verifier_env: tuple[tuple[str, str], ...] = ()  # [steps.verifier.env], over [verifier.env]
+    healthcheck: Healthcheck | None = None  # [steps.healthcheck], after setup, before the agent's turn
+    min_reward: float | tuple[tuple[str, float], ...] | None = None  # [[steps]] min_reward (Harbor's gate)
+    artifacts: tuple[str, ...] = ()  # [[steps]] artifacts: paths collected after this step's verification
 
     def solution_script(self) -> str:
         return self.solution.read_text()
 
+    @property
+    def has_key_step(self) -> bool:
+        """solve.sh marks a key step (hrbench's own extension; optional for Harbor tasks)."""
+        return any(line.strip() == KEY_BEGIN for line in self.solution_script().splitlines())
+
     def solution_without_key_step(self) -> str:
-        """sigma_i with its marked key step removed (the sim agent's failure, the audit's third test)."""
+        """sigma_i with its marked key step removed (the sim agent's failure, the audit's third test).
+
+        Without a marked key step (a Harbor task as published) the failure is doing nothing."""
+        if not self.has_key_step:
+            return "true\n"
         return strip_key_step(self.solution_script(), where=str(self.solution))
 
 
@@ -40,7 +59,7 @@ class Task(BaseModel):
     """A loaded task package (DESIGN §3)."""
 
     model_config = ConfigDict(frozen=True)
-    name: str
+    name: str  # as task.toml names it, `org/name` included
     path: Path
     description: str = ""
     family: str
@@ -53,6 +72,27 @@ class Task(BaseModel):
     docker_only: str | None = None  # reason the local backend cannot run it
     verifier_timeout_sec: float = 60.0
     agent_timeout_sec: float = 120.0
+    schema_version: str = "1.0"
+    env: tuple[tuple[str, str], ...] = ()  # [environment.env]: every sandboxed process of the task
+    verifier_env: tuple[tuple[str, str], ...] = ()  # [verifier.env]
+    solution_env: tuple[tuple[str, str], ...] = ()  # [solution.env]: the reference solution's runs
+    healthcheck: Healthcheck | None = None  # [environment.healthcheck]: once the environment is up
+    reward_strategy: Literal["mean", "final"] | None = None  # multi_step_reward_strategy
+    artifacts: tuple[str, ...] = ()  # top-level artifacts (every stage)
+    persist: tuple[str, ...] = ()  # absolute paths outside WORKDIR whose writes survive between commands
+    support: tuple[KeySupport, ...] = ()
+    # tamper findings fail the audit (tasks written for hrbench, with [metadata.hrbench]); for Harbor tasks
+    # without it they are reported as integrity notes (docs/tasks.md, "the audit")
+    strict_integrity: bool = True  # every task.toml key: honoured, ignored (why), unsupported
+
+    @property
+    def slug(self) -> str:
+        """The name as one path component (`org/name` -> `org__name`), for cache and file names."""
+        return self.name.replace("/", "__")
+
+    @property
+    def has_key_steps(self) -> bool:
+        return all(s.has_key_step for s in self.stages)
 
     @property
     def n_stages(self) -> int:

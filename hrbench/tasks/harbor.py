@@ -1,0 +1,323 @@
+"""Harbor's task.toml as pydantic models, what hrbench does with each key, and Harbor's reward rules.
+
+The schema follows Harbor's `TaskConfig` (harbor.models.task.config; docs/tasks.md cites the
+source read): schema 1.0 (`version = "1.0"`, no `[task]`) and 1.1+ (`schema_version`, `[task]` with an
+`org/name`). Every key found in a task.toml is reported by `key_support`: honoured (and how),
+ignored (and why), or unsupported (the task loads, the key has no effect, the listing says so).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class _Open(BaseModel):
+    """Keys Harbor adds in later schema versions are kept (and reported), not refused."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class Healthcheck(_Open):
+    """[environment.healthcheck] / [steps.healthcheck]: Docker HEALTHCHECK semantics (Harbor's defaults)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    command: str
+    interval_sec: float = Field(5.0, ge=0)
+    timeout_sec: float = Field(30.0, gt=0)
+    start_period_sec: float = Field(0.0, ge=0)
+    start_interval_sec: float = Field(5.0, ge=0)
+    retries: int = Field(3, ge=1)
+
+
+class Author(_Open):
+    name: str
+    email: str | None = None
+
+
+class PackageInfo(_Open):
+    """[task] (schema 1.1+): `name` is `org/name`."""
+
+    name: str
+    description: str = ""
+    authors: list[Author] = []
+    keywords: list[str] = []
+    version: str | None = None
+
+
+class VerifierSection(_Open):
+    timeout_sec: float | None = Field(None, gt=0, allow_inf_nan=False)
+    env: dict[str, str] = {}
+    user: str | int | None = None
+    network_mode: str | None = None
+
+
+class AgentSection(_Open):
+    timeout_sec: float | None = Field(None, gt=0, allow_inf_nan=False)
+    user: str | int | None = None
+    network_mode: str | None = None
+
+
+class EnvironmentSection(_Open):
+    build_timeout_sec: float = 600.0
+    docker_image: str | None = None
+    cpus: int | None = None
+    memory_mb: int | None = None
+    storage_mb: int | None = None
+    gpus: int = 0
+    allow_internet: bool = True
+    network_mode: str | None = None
+    env: dict[str, str] = {}
+    healthcheck: Healthcheck | None = None
+    workdir: str | None = None
+    mcp_servers: list[dict[str, Any]] = []
+    skills_dir: str | None = None
+
+
+class SolutionSection(_Open):
+    env: dict[str, str] = {}
+
+
+class Artifact(_Open):
+    source: str
+    destination: str | None = None
+    exclude: list[str] = []
+
+
+class StepSection(_Open):
+    name: str
+    agent: AgentSection = AgentSection()
+    verifier: VerifierSection = VerifierSection()
+    min_reward: float | dict[str, float] | None = None
+    healthcheck: Healthcheck | None = None
+    artifacts: list[str | Artifact] = []
+
+
+class HarborTaskConfig(_Open):
+    """A whole task.toml. `version` (schema 1.0) is Harbor's old name of `schema_version`."""
+
+    schema_version: str = "1.0"
+    task: PackageInfo | None = None
+    metadata: dict[str, Any] = {}
+    verifier: VerifierSection = VerifierSection()
+    agent: AgentSection = AgentSection()
+    environment: EnvironmentSection = EnvironmentSection()
+    solution: SolutionSection = SolutionSection()
+    source: str | None = None
+    multi_step_reward_strategy: Literal["mean", "final"] | None = None
+    steps: list[StepSection] | None = None
+    artifacts: list[str | Artifact] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_rename(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "version" in data:
+            data = dict(data)
+            data.setdefault("schema_version", str(data.pop("version")))
+        return data
+
+    @field_validator("schema_version", mode="before")
+    @classmethod
+    def _as_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, (int, float)) else value
+
+
+def artifact_path(entry: str | Artifact) -> str:
+    return entry if isinstance(entry, str) else entry.source
+
+
+class KeySupport(BaseModel):
+    """One task.toml key and what hrbench does with it."""
+
+    model_config = ConfigDict(frozen=True)
+    key: str  # dotted, e.g. `steps[].verifier.env`
+    status: Literal["honoured", "ignored", "unsupported"]
+    how: str  # how it is honoured, or why it is not
+
+
+# key -> (status, how/why). Keys not listed are reported "unsupported" by name.
+SUPPORT: dict[str, tuple[str, str]] = {
+    "version": ("honoured", "schema 1.0 name of schema_version"),
+    "schema_version": ("honoured", "1.0 (no [task]) and 1.1+ ([task] with org/name) both load"),
+    "source": ("ignored", "provenance only; shown nowhere else"),
+    "task.name": ("honoured", "the task's name (org/name kept; files use org__name)"),
+    "task.description": ("honoured", "shown by `tasks list`"),
+    "task.authors": ("ignored", "registry metadata; no effect on a run"),
+    "task.keywords": ("ignored", "registry metadata; no effect on a run"),
+    "task.version": ("ignored", "package version; the content hash versions a study instead"),
+    "metadata": ("ignored", "free-form; only [metadata.hrbench] is read"),
+    "metadata.hrbench": ("honoured", "family, structure, depends_on, weights, persist"),
+    "verifier.timeout_sec": ("honoured", "the verifier's wall-time limit (default 60 s)"),
+    "verifier.env": ("honoured", "set in the verifier's sandbox (${VAR} / ${VAR:-default} from the host)"),
+    "verifier.user": ("ignored", "the sandbox runs as one unprivileged uid (docs/security.md)"),
+    "verifier.network_mode": ("ignored", "local sandboxes have no network (docs/security.md)"),
+    "agent.timeout_sec": ("honoured", "the reference solution's limit; agents use the study's budget"),
+    "agent.user": ("ignored", "the sandbox runs as one unprivileged uid (docs/security.md)"),
+    "agent.network_mode": ("ignored", "local sandboxes have no network (docs/security.md)"),
+    "environment.build_timeout_sec": ("ignored", "local builds no image; docker backend"),
+    "environment.docker_image": ("ignored", "local uses the host's /usr; prebuilt images need the docker backend"),
+    "environment.cpus": ("ignored", "limits come from the study's sandbox limits"),
+    "environment.memory_mb": ("ignored", "limits come from the study's sandbox limits"),
+    "environment.storage_mb": ("ignored", "limits come from the study's sandbox limits"),
+    "environment.gpus": ("ignored", "no GPU passthrough; a task needing gpus > 0 is docker-only"),
+    "environment.allow_internet": ("ignored", ("no network on local, whatever the value; a task that needs it "
+                                               "fails visibly (the audit says `network needed`)")),
+    "environment.network_mode": ("ignored", "no network on local"),
+    "environment.env": ("honoured", "set in every sandboxed process of the task"),
+    "environment.healthcheck": ("honoured", "run when a trial's environment starts; failing = harness error"),
+    "environment.workdir": ("honoured", "WORKDIR, over the Dockerfile's"),
+    "environment.mcp_servers": ("unsupported", "no MCP servers are started"),
+    "environment.skills_dir": ("unsupported", "no agent skills directory is provisioned"),
+    "solution.env": ("honoured", "set when the reference solution runs"),
+    "multi_step_reward_strategy": ("honoured", "the trial's Harbor reward (mean or final) is recorded"),
+    "artifacts": ("honoured", "collected after each verification (paths outside WORKDIR persist)"),
+    "steps": ("honoured", "one stage per step, in order"),
+    "steps[].name": ("honoured", "the stage name; steps/<name>/ holds it"),
+    "steps[].agent.timeout_sec": ("honoured", "the step's reference-solution limit"),
+    "steps[].agent.user": ("ignored", "one unprivileged uid"),
+    "steps[].agent.network_mode": ("ignored", "no network on local"),
+    "steps[].verifier.timeout_sec": ("honoured", "the step verifier's wall-time limit"),
+    "steps[].verifier.env": ("honoured", "set in the step verifier's sandbox, over [verifier.env]"),
+    "steps[].verifier.user": ("ignored", "one unprivileged uid"),
+    "steps[].verifier.network_mode": ("ignored", "no network on local"),
+    "steps[].min_reward": ("honoured", ("Harbor's gate: a natural rollout continues past a failed stage only "
+                                        "when its rewards meet min_reward")),
+    "steps[].healthcheck": ("honoured", "run after the step's setup.sh, before the agent's turn"),
+    "steps[].artifacts": ("honoured", "collected after this step's verification"),
+}
+
+
+_LEAF_TABLES = {"verifier.env", "environment.env", "solution.env", "steps[].verifier.env",
+                "environment.healthcheck", "steps[].healthcheck", "steps[].min_reward"}
+
+
+def key_support(raw: dict[str, Any]) -> tuple[KeySupport, ...]:
+    """Every key present in a parsed task.toml, with its status (nested tables by dotted name)."""
+    found: list[str] = []
+
+    def walk(table: dict[str, Any], prefix: str) -> None:
+        for key, value in table.items():
+            name = f"{prefix}{key}"
+            if name == "metadata":
+                found.append(name)
+                if isinstance(value, dict) and "hrbench" in value:
+                    found.append("metadata.hrbench")
+            elif name == "steps" and isinstance(value, list):
+                found.append(name)
+                for step in value:
+                    if isinstance(step, dict):
+                        walk(step, "steps[].")
+            elif isinstance(value, dict) and name not in _LEAF_TABLES:
+                walk(value, f"{name}.")
+            else:
+                found.append(name)
+
+    walk(raw, "")
+    rows = []
+    for name in dict.fromkeys(found):
+        status, how = SUPPORT.get(name, ("unsupported", "not a key hrbench knows; it has no effect"))
+        rows.append(KeySupport(key=name, status=status, how=how))  # type: ignore[arg-type]
+    return tuple(rows)
+
+
+_TEMPLATE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def resolve_env(pairs: tuple[tuple[str, str], ...], host: dict[str, str], where: str) -> dict[str, str]:
+    """Harbor's env templates: `${VAR}` and `${VAR:-default}` from the harness's environment.
+
+    Only the variables a task names are read; an unset one without a default is an error naming it."""
+    out: dict[str, str] = {}
+    for key, value in pairs:
+        def sub(match: re.Match[str], key: str = key, value: str = value) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in host:
+                return host[name]
+            if default is not None:
+                return default
+            raise KeyError(f"{where}: {key} = {value!r} needs the environment variable {name}, which is unset; "
+                           f"export {name} before running, or give a default: ${{{name}:-value}}")
+        out[key] = _TEMPLATE.sub(sub, value)
+    return out
+
+
+# -- rewards ----------------------------------------------------------------------------------------
+
+class RewardError(ValueError):
+    """The verifier left no usable reward: a verifier error (Harbor's RewardFileNotFoundError and kin)."""
+
+
+def _number(key: str, value: Any, source: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RewardError(f"{source}: {key} = {value!r} is not a number")
+    number = float(value)
+    if not math.isfinite(number):
+        raise RewardError(f"{source}: {key} = {value!r} is not a finite number")
+    return number
+
+
+def parse_reward_text(text: str) -> dict[str, float]:
+    """reward.txt: one number -> {"reward": x} (Harbor's parse)."""
+    body = text.strip()
+    if not body:
+        raise RewardError("reward.txt is empty")
+    try:
+        value = float(body)
+    except ValueError as exc:
+        raise RewardError(f"reward.txt holds {body[:80]!r}, not a number") from exc
+    return {"reward": _number("reward", value, "reward.txt")}
+
+
+def parse_reward_json(data: Any) -> dict[str, float]:
+    """reward.json: a table of numbers, kept verbatim (sub-rewards are not clamped or averaged)."""
+    if not isinstance(data, dict) or not data:
+        raise RewardError("reward.json must be a non-empty JSON object of numbers")
+    return {str(k): _number(str(k), v, "reward.json") for k, v in data.items()}
+
+
+def primary_reward(rewards: dict[str, float]) -> float:
+    """The stage's reward: `reward` when present; else the only key (Harbor's metrics read a one-key
+    dict); several keys and no `reward` is an error, as in Harbor."""
+    if "reward" in rewards:
+        return rewards["reward"]
+    if len(rewards) == 1:
+        return next(iter(rewards.values()))
+    raise RewardError(f"reward.json has {len(rewards)} keys ({', '.join(sorted(rewards))}) and no `reward`; "
+                      "Harbor needs `reward` (or exactly one key): add \"reward\": <overall score>")
+
+
+def meets_min_reward(min_reward: float | tuple[tuple[str, float], ...] | None, rewards: dict[str, float] | None
+                     ) -> bool:
+    """Harbor's step gate: a float gates on `reward`; a table gates on each key; a missing key or a
+    verifier error (no rewards) counts as -inf. No gate: met."""
+    if min_reward is None:
+        return True
+    gates = {"reward": min_reward} if isinstance(min_reward, (int, float)) else dict(min_reward)
+    values = rewards or {}
+    return all(values.get(key, -math.inf) >= threshold for key, threshold in gates.items())
+
+
+def continues_after(min_reward: float | tuple[tuple[str, float], ...] | None, passed: bool,
+                    rewards: dict[str, float] | None) -> bool:
+    """Whether a natural rollout goes on to the next stage (docs/tasks.md, "rewards and the estimand").
+
+    A passed stage always continues. A failed one continues only when the step declares `min_reward`
+    and its rewards meet it (the author declared partial credit enough to go on); without a gate the
+    rollout stops at the first failure, hrbench's rule (P_obs counts full chains only)."""
+    if passed:
+        return True
+    return min_reward is not None and meets_min_reward(min_reward, rewards)
+
+
+def trial_reward(strategy: Literal["mean", "final"] | None, stage_rewards: list[float | None]) -> float | None:
+    """Harbor's trial-level reward of a multi-step task: `mean` (default) over stages with a result,
+    `final` the last stage's. None: no stage has a result."""
+    if not stage_rewards:
+        return None
+    if strategy == "final":
+        return stage_rewards[-1]
+    values = [r for r in stage_rewards if r is not None]
+    return sum(values) / len(values) if values else None
