@@ -13,6 +13,10 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq && $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# Verifiers run offline: pytest for Debian's python3, which every sandbox binds read-only (docs/tasks.md).
+sudo_=""; [ "$(id -u)" -eq 0 ] || sudo_="sudo"
+$sudo_ bash scripts/verifier_toolchain.sh >/dev/null
+
 python=${PYTHON:-python3.11}
 command -v "$python" >/dev/null || python=python3
 if [ ! -x .venv/bin/python ]; then
