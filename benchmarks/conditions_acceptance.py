@@ -1,6 +1,6 @@
-"""How robustly the demo's intervention acceptance holds: analysis-only replications over seeds.
+"""How robustly the interventions study's acceptance holds: analysis-only replications over seeds.
 
-Draws the demo study's trial tables from each sim agent's closed-form model (hrbench.simulate:
+Draws the interventions study's trial tables from each sim agent's closed-form model (hrbench.simulate:
 same distribution as the sandboxed trials, no sandbox), runs the same analysis as the asset graph
 (residuals per condition, contrasts, sensitivity), and counts how often every acceptance clause of
 issue 9 holds. Usage: python benchmarks/conditions_acceptance.py [--study S] [--seeds N] [--m M --m0 M0]
@@ -17,7 +17,7 @@ import numpy as np
 
 from hrbench import analysis
 from hrbench.design import StudyDesign
-from hrbench.protocol import DEMO_STUDY, LoadedStudy
+from hrbench.protocol import INTERVENTIONS_STUDY, LoadedStudy
 from hrbench.runner import TrialRunner
 from hrbench.simulate import simulated_trials
 from hrbench.stores import StudyStores
@@ -67,7 +67,7 @@ def clauses(design: StudyDesign, runner: TrialRunner, seed: int) -> Counter:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--study", default=str(DEMO_STUDY))
+    parser.add_argument("--study", default=str(INTERVENTIONS_STUDY))
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--m", type=int, default=None, help="override trials.checkpoint")
     parser.add_argument("--m0", type=int, default=None, help="override trials.natural")

@@ -351,3 +351,5 @@ def _expand_agent_config(entry: object, study_path: Path) -> object:
 
 
 DEMO_STUDY = Path(__file__).resolve().parent / "studies" / "demo.yaml"
+# The four conditions and three sim agents (issue 9 acceptance); an example, not packaged.
+INTERVENTIONS_STUDY = Path(__file__).resolve().parent.parent / "examples" / "studies" / "interventions.yaml"

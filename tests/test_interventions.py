@@ -10,7 +10,7 @@ import pytest
 
 from hrbench import analysis
 from hrbench.design import StudyDesign
-from hrbench.protocol import DEMO_STUDY
+from hrbench.protocol import INTERVENTIONS_STUDY
 from hrbench.runner import TrialRunner
 from hrbench.simulate import simulated_trials
 from hrbench.stores import StudyStores
@@ -50,7 +50,7 @@ def test_the_driver_is_the_choice_that_moves_gamma_most():
 
 @pytest.fixture(scope="module")
 def rotting(tmp_path_factory):
-    design = StudyDesign.from_file(DEMO_STUDY)
+    design = StudyDesign.from_file(INTERVENTIONS_STUDY)
     runner = TrialRunner(design, StudyStores(tmp_path_factory.mktemp("out")), progress=False)
     checkpoint, natural = simulated_trials(design, runner, "sim-rotting", np.random.default_rng(11))
     return design, checkpoint, natural
