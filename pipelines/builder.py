@@ -6,11 +6,11 @@ from pathlib import Path
 
 from dagster import Definitions, SensorEvaluationContext, SensorResult, sensor
 
-from assets.checks import build_study_checks
-from assets.study import build_study_assets
+from pipelines.defs.study.checks import build_study_checks
+from pipelines.defs.study.assets import build_study_assets
 from hrbench.protocol import load_study
 from hrbench.tasks.loader import load_registry
-from pipelines.partitions import AGENTS, agent_task_partitions
+from pipelines.defs.study.partitions import AGENTS, agent_task_partitions
 from resources.study import StudyResource, TableIOManager
 
 

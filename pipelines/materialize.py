@@ -16,7 +16,7 @@ from rich.console import Console
 
 from hrbench.study_run import StudyRun
 from pipelines.builder import build_definitions
-from pipelines.partitions import AGENTS
+from pipelines.defs.study.partitions import AGENTS
 
 
 # Dagster's console logger at DEBUG drowns the progress bars; the event log keeps everything.

@@ -17,7 +17,7 @@ from dagster import AssetSelection, DagsterInstance, MultiPartitionKey, material
 
 from pipelines.builder import build_definitions
 from pipelines.materialize import QUIET, run_study
-from pipelines.partitions import AGENTS
+from pipelines.defs.study.partitions import AGENTS
 from tests.conftest import TINY_STUDY, FIXTURES
 
 REPO = Path(__file__).resolve().parent.parent

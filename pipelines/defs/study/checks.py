@@ -6,8 +6,8 @@ from dagster import (
     AssetCheckExecutionContext, AssetCheckResult, AssetChecksDefinition, MultiPartitionsDefinition, asset_check,
 )
 
-from assets.evidence import latest_materialization, metadata_text, prior_expected_success
-from pipelines.partitions import AGENTS
+from pipelines.defs.study.evidence import latest_materialization, metadata_text, prior_expected_success
+from pipelines.defs.study.partitions import AGENTS
 from resources.study import StudyResource
 
 EXPECTED_BEFORE_OBSERVED = "expected_success_precedes_natural_trials"

@@ -15,8 +15,8 @@ from hrbench import analysis
 from hrbench.protocol import StudyError
 from hrbench.report.html import write_report
 from hrbench.report.summary import write_summary
-from assets.evidence import prior_expected_success
-from pipelines.partitions import AGENTS
+from pipelines.defs.study.evidence import prior_expected_success
+from pipelines.defs.study.partitions import AGENTS
 from resources.study import StudyResource
 
 BY_AGENT = MultiToSingleDimensionPartitionMapping(partition_dimension_name="agent")
