@@ -1,81 +1,116 @@
-"""Materialize a whole study in-process, in the order the method requires.
+"""Run a whole study from the command line by launching its named step jobs, in the order the method requires.
 
-Order: catalog -> audit -> preregistration -> checkpoint trials (every agent x task)
--> stage estimates -> expected success -> natural trials -> observed -> residuals
--> report. Each step is a Dagster run on a persistent instance under OUT/.dagster,
-so `hrbench ui --out OUT` shows the lineage, and a killed run resumes from the
-trial journals.
+Order: setup (catalog, audit, pre-registration) -> per agent: registration -> checkpoint trials
+(all tasks, one run) -> stage estimates and expected success -> natural trials (all tasks, one
+run) -> observed success and residuals; then the report. Each step is an ordinary run of the
+code location's job (`pipelines.definitions:step_job`), tagged with the study, on the instance
+under OUT/.dagster (or $DAGSTER_HOME), so `hrbench ui --out OUT` shows and re-executes it, and a
+killed study resumes from the trial journals.
 """
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from pathlib import Path
 
-from dagster import AssetSelection, DagsterEventType, DagsterInstance, MultiPartitionKey, materialize
+from dagster import DagsterEventType, DagsterInstance, build_reconstructable_job, execute_job
 from rich.console import Console
 
+from hrbench.preregistration import record_study_source
 from hrbench.study_run import StudyRun
-from pipelines.builder import build_definitions
+from pipelines.defs.study.jobs import STEPS, Step, step_tags
 from pipelines.defs.study.partitions import AGENTS
 
-
-# Dagster's console logger at DEBUG drowns the progress bars; the event log keeps everything.
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# hrbench prints each step's outcome; the Dagster console log would bury it (the event log keeps everything).
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+INSTANCE_YAML = "telemetry:\n  enabled: false\n"
 
 
 class StudyFailed(RuntimeError):
-    """A step of the study failed; the message says which and why."""
+    """A step of the study failed; the message says which and why, and where the full log is."""
 
 
 def instance_for(out_dir: Path) -> DagsterInstance:
+    """$DAGSTER_HOME's instance when set (a team deployment), else OUT/.dagster (telemetry off)."""
+    if os.environ.get("DAGSTER_HOME"):
+        return DagsterInstance.get()
     home = out_dir / ".dagster"
     home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        (home / "dagster.yaml").write_text(INSTANCE_YAML)
     return DagsterInstance.local_temp(tempdir=str(home))
+
+
+@contextmanager
+def _environment(**values: str):
+    """The code location reads the study from the environment when `hrbench run` reconstructs a job."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def run_study(study_path: str | Path, out_dir: str | Path, console: Console | None = None,
               instance: DagsterInstance | None = None, progress: bool = True) -> StudyRun:
-    """Run every asset of the study; returns the StudyRun whose out_dir holds the results."""
+    """Run every step of the study; returns the StudyRun whose out_dir holds the results."""
     console = console or Console(stderr=True)
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    defs = build_definitions(study_path, out, progress=progress)
     run = StudyRun.from_file(study_path, out, progress)
     run.check_out_dir()  # fail before any work if OUT holds another study version
+    record_study_source(out, run.loaded.source, run.study)
     instance = instance or instance_for(out)
     agents = [a.id for a in run.study.agents]
     known = set(instance.get_dynamic_partitions(AGENTS.name))
     instance.add_dynamic_partitions(AGENTS.name, [a for a in agents if a not in known])
-    assets = list(defs.assets or []) + list(defs.asset_checks or [])
-    resources = defs.resources
+    task_names = [t.name for t in run.tasks]
+    env = {"HRBENCH_STUDY": str(run.loaded.source), "HRBENCH_OUT": str(out), "HRBENCH_PROGRESS": "1" if progress else "0"}
 
-    def step(names: list[str], partition: str | None = None, label: str = "") -> None:
-        result = materialize(assets, selection=AssetSelection.assets(*names), partition_key=partition,
-                             instance=instance, resources=resources, raise_on_error=False, run_config=QUIET,
-                             tags={"hrbench/study": run.study.name})
-        failed_checks = [e for e in result.get_asset_check_evaluations() if not e.passed]
-        if not result.success or failed_checks:
-            reasons = [f"check {e.check_name}: {e.description}" for e in failed_checks]
-            for event in result.all_events:
-                if event.event_type == DagsterEventType.STEP_FAILURE and event.step_failure_data.error:
-                    reasons.append(event.step_failure_data.error.message.strip())
-            raise StudyFailed(f"{label or ','.join(names)} failed:\n" + "\n".join(reasons))
+    def step(s: Step, agent: str | None = None) -> None:
+        job = build_reconstructable_job("pipelines.definitions", "step_job", reconstructable_args=(s.job,))
+        tags = {"hrbench/study": run.study.name, **step_tags(s, agent, task_names),
+                **({"hrbench/agent": agent} if agent else {})}
+        with _environment(**env), execute_job(job, instance, run_config=QUIET, tags=tags,
+                                              raise_on_error=False) as result:
+            failed_checks = [e for e in result.get_asset_check_evaluations() if not e.passed]
+            if result.success and not failed_checks:
+                return
+            label = f"{s.label} {agent}" if agent else s.label
+            raise StudyFailed(_failure(out, label, result.run_id, failed_checks, result.all_events))
 
     console.print(f"[bold]study[/] {run.study.name}  tasks={len(run.tasks)} agents={len(agents)}  out={out}")
-    step(["task_catalog", "verifier_audit", "preregistration"], label="catalog, audit and pre-registration")
-    console.print(f"pre-registered: prereg_sha256={run.prereg_sha256}")
+    step(STEPS[0])
+    console.print(f"pre-registered: prereg_sha256={run.prereg_sha256}", soft_wrap=True)
     for agent in agents:
-        for task in run.tasks:
-            step(["checkpoint_trials"], str(MultiPartitionKey({"agent": agent, "task": task.name})),
-                 f"checkpoint trials {agent}/{task.name}")
-        step(["stage_estimates", "expected_success"], agent, f"expected success {agent}")
-        for task in run.tasks:
-            step(["natural_trials"], str(MultiPartitionKey({"agent": agent, "task": task.name})),
-                 f"natural trials {agent}/{task.name}")
-        step(["observed_success", "horizon_residuals"], agent, f"residuals {agent}")
+        for s in STEPS[1:-1]:
+            step(s, agent)
         console.print(f"  agent {agent}: done")
-    step(["study_report"], label="report")
+    step(STEPS[-1])
     return run
 
 
-
+def _failure(out: Path, label: str, run_id: str, failed_checks: list, events: list) -> str:
+    """One line of cause for the terminal; the whole error (with Dagster's traceback) in a log file."""
+    causes = [f"check {e.check_name} failed: {e.description}" for e in failed_checks]
+    details = list(causes)
+    for event in events:
+        if event.event_type == DagsterEventType.STEP_FAILURE and event.step_failure_data.error:
+            error = event.step_failure_data.error
+            root = error
+            while root.cause is not None and root.cls_name in ("DagsterExecutionStepExecutionError",
+                                                                "DagsterUserCodeExecutionError"):
+                root = root.cause
+            causes.append(root.message.strip())
+            details.append(error.to_string())
+    log = out / "logs" / f"run-{run_id}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"{label} failed (run {run_id})\n\n" + "\n\n".join(details) + "\n")
+    first = causes[0] if causes else "the run failed without a step error"
+    return f"{label} failed: {first}  (details: {log})"

@@ -1,0 +1,100 @@
+"""The agent sensor: watches the study's agents (inline or `config:` files) and backfills a new one.
+
+Its cursor maps agent id -> the hash its registration would have. Each tick re-reads the study
+file, so an agent added after the code location loaded is seen: it gets a partition, then the
+runs of its next unfinished step, one step per tick (a step starts only after the one before it
+finished, so P_expected is always fixed before natural rollouts). A changed agent (same id, other
+config or program) is refused, not re-run; a removed agent keeps its tables. Finished steps are
+read from the lineage records under OUT, so an agent materialized by `hrbench run` is not redone.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dagster import (
+    DefaultSensorStatus, JobDefinition, RunRequest, SensorDefinition, SensorEvaluationContext, SensorResult, SkipReason,
+    sensor,
+)
+
+from hrbench.lineage import read_record
+from hrbench.preregistration import load_registration, register_agent
+from hrbench.protocol import StudyError
+from hrbench.study_run import StudyRun
+from hrbench.tasks.model import TaskError
+from pipelines.defs.study.jobs import AGENT_STEPS, STEPS, Step, step_tags
+from pipelines.defs.study.partitions import AGENTS
+from resources.study import StudyResource
+
+REPORT_STEP = STEPS[-1]
+
+
+def step_done(run: StudyRun, step: Step, agent: str, agent_sha256: str) -> bool:
+    """Every table of the step exists for the agent, under this protocol and this registration."""
+    partitions = [(agent,)] if step.partitioned == "agent" else [(agent, t.name) for t in run.tasks]
+    for asset in step.assets:
+        for partition in partitions:
+            record = read_record(run.out_dir, asset, partition)
+            if record is None or record.prereg_sha256 != [run.prereg_sha256] or record.agent_sha256 != [agent_sha256]:
+                return False
+    return True
+
+
+def next_step(run: StudyRun, agent: str, agent_sha256: str) -> Step | None:
+    return next((s for s in AGENT_STEPS if not step_done(run, s, agent, agent_sha256)), None)
+
+
+def report_stale(run: StudyRun) -> bool:
+    """summary.json is missing, lacks a declared agent, or is older than a residual table."""
+    summary = run.out_dir / "summary.json"
+    if not summary.is_file():
+        return True
+    agents = {r["agent"] for r in json.loads(summary.read_text()).get("residuals", [])}
+    if agents != {a.id for a in run.study.agents}:
+        return True
+    newest = max((p.stat().st_mtime for p in (run.out_dir / "tables" / "horizon_residuals").glob("*.parquet")),
+                 default=0.0)
+    return newest > summary.stat().st_mtime
+
+
+def build_agent_sensor(study_path: str | Path, out_dir: str | Path, task_names: list[str],
+                       jobs: list[JobDefinition]) -> SensorDefinition:
+    study = StudyResource(study_path=str(Path(study_path).resolve()), out_dir=str(Path(out_dir).resolve()),
+                          progress=False)
+
+    @sensor(name="agent_files_sensor", jobs=jobs, minimum_interval_seconds=30,
+            default_status=DefaultSensorStatus.RUNNING,
+            description="Watches the study's agents (added / changed / removed) and requests the runs of a new "
+                        "agent's partitions, step by step; the study report once every agent is done.")
+    def agent_files_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReason:
+        try:
+            run = study.run()
+        except (StudyError, TaskError) as exc:
+            return SkipReason(f"study file unusable: {exc}")
+        before: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
+        current = {a.id: register_agent(run.preregistration, a).agent_sha256 for a in run.study.agents}
+        refused = []
+        for agent, sha in current.items():
+            stored = load_registration(run.out_dir, agent)
+            if stored is not None and stored.prereg_sha256 == run.prereg_sha256 and stored.agent_sha256 != sha:
+                refused.append(agent)
+                context.log.warning(f"agent {agent!r} changed (registered {stored.agent_sha256[:12]}, now {sha[:12]}): "
+                                    "not run; a changed agent is a new agent — give it a new id")
+        for agent in sorted(set(before) - set(current)):
+            context.log.info(f"agent {agent!r} left the study file; its tables stay as they are")
+        known = set(context.instance.get_dynamic_partitions(AGENTS.name))
+        new = [a for a in current if a not in known and a not in refused]
+        requests = []
+        for agent, sha in current.items():
+            step = None if agent in refused else next_step(run, agent, sha)
+            if step is not None:
+                requests.append(RunRequest(job_name=step.job, run_key=f"{agent}:{step.job}:{sha[:16]}",
+                                           tags={**step_tags(step, agent, task_names), "hrbench/agent": agent}))
+        if not requests and not refused and report_stale(run):
+            requests.append(RunRequest(job_name=REPORT_STEP.job,
+                                       run_key=f"report:{json.dumps(sorted(current.items()))}"))
+        return SensorResult(run_requests=requests, cursor=json.dumps(current, sort_keys=True),
+                            dynamic_partitions_requests=[AGENTS.build_add_request(new)] if new else [])
+
+    return agent_files_sensor
