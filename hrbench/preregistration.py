@@ -153,18 +153,26 @@ def store_registration(out_dir: Path, registration: AgentRegistration) -> Path:
     A changed config or program under the same id would mix two agents in one partition.
     """
     path = registration_path(out_dir, registration.agent)
-    if path.is_file():
-        stored = _stored_hash(path, "agent_sha256")
-        if stored == registration.agent_sha256:
-            return path
-        raise StudyError(
-            f"{path}: agent {registration.agent!r} is registered as {str(stored)[:12]}, but its config or program "
-            f"is now {registration.agent_sha256[:12]}: a changed agent is a new agent — give it a new id in the "
-            "study file (the old id keeps its results), or restore the registered config")
+    if check_registration(out_dir, registration):
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     stamped = registration.model_copy(update={"registered_at": _now()})
     path.write_text(json.dumps(stamped.model_dump(), indent=2, sort_keys=True) + "\n")
     return path
+
+
+def check_registration(out_dir: Path, registration: AgentRegistration) -> bool:
+    """True if this registration is already stored; StudyError if another one of the same agent id is."""
+    path = registration_path(out_dir, registration.agent)
+    if path.is_file():
+        stored = _stored_hash(path, "agent_sha256")
+        if stored == registration.agent_sha256:
+            return True
+        raise StudyError(
+            f"{path}: agent {registration.agent!r} is registered as {str(stored)[:12]}, but its config or program "
+            f"is now {registration.agent_sha256[:12]}: a changed agent is a new agent — give it a new id in the "
+            "study file (the old id keeps its results), or restore the registered config")
+    return False
 
 
 def load_registration(out_dir: Path, agent: str) -> AgentRegistration | None:

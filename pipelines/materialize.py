@@ -17,7 +17,7 @@ from pathlib import Path
 from dagster import DagsterEventType, DagsterInstance, build_reconstructable_job, execute_job
 from rich.console import Console
 
-from hrbench.preregistration import record_study_source
+from hrbench.preregistration import check_registration, record_study_source, register_agent
 from hrbench.study_run import StudyRun
 from pipelines.defs.study.jobs import STEPS, Step, step_tags
 from pipelines.defs.study.partitions import AGENTS
@@ -64,26 +64,20 @@ def run_study(study_path: str | Path, out_dir: str | Path, console: Console | No
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     run = StudyRun.from_file(study_path, out, progress)
-    run.check_out_dir()  # fail before any work if OUT holds another study version
+    run.check_out_dir()  # fail before any work if OUT holds another study version, or a changed agent
+    for spec in run.study.agents:
+        check_registration(out, register_agent(run.preregistration, spec))
     record_study_source(out, run.loaded.source, run.study)
     instance = instance or instance_for(out)
     agents = [a.id for a in run.study.agents]
     known = set(instance.get_dynamic_partitions(AGENTS.name))
     instance.add_dynamic_partitions(AGENTS.name, [a for a in agents if a not in known])
     task_names = [t.name for t in run.tasks]
-    env = {"HRBENCH_STUDY": str(run.loaded.source), "HRBENCH_OUT": str(out), "HRBENCH_PROGRESS": "1" if progress else "0"}
 
     def step(s: Step, agent: str | None = None) -> None:
-        job = build_reconstructable_job("pipelines.definitions", "step_job", reconstructable_args=(s.job,))
         tags = {"hrbench/study": run.study.name, **step_tags(s, agent, task_names),
                 **({"hrbench/agent": agent} if agent else {})}
-        with _environment(**env), execute_job(job, instance, run_config=QUIET, tags=tags,
-                                              raise_on_error=False) as result:
-            failed_checks = [e for e in result.get_asset_check_evaluations() if not e.passed]
-            if result.success and not failed_checks:
-                return
-            label = f"{s.label} {agent}" if agent else s.label
-            raise StudyFailed(_failure(out, label, result.run_id, failed_checks, result.all_events))
+        launch_step(instance, s.job, tags, run.loaded.source, out, progress, f"{s.label} {agent}" if agent else s.label)
 
     console.print(f"[bold]study[/] {run.study.name}  tasks={len(run.tasks)} agents={len(agents)}  out={out}")
     step(STEPS[0])
@@ -94,6 +88,18 @@ def run_study(study_path: str | Path, out_dir: str | Path, console: Console | No
         console.print(f"  agent {agent}: done")
     step(STEPS[-1])
     return run
+
+
+def launch_step(instance: DagsterInstance, job_name: str, tags: dict[str, str], study_path: Path, out: Path,
+                progress: bool = False, label: str | None = None) -> str:
+    """Execute one run of a step job of the code location for this study; its run id, or StudyFailed."""
+    job = build_reconstructable_job("pipelines.definitions", "step_job", reconstructable_args=(job_name,))
+    env = {"HRBENCH_STUDY": str(study_path), "HRBENCH_OUT": str(out), "HRBENCH_PROGRESS": "1" if progress else "0"}
+    with _environment(**env), execute_job(job, instance, run_config=QUIET, tags=tags, raise_on_error=False) as result:
+        failed_checks = [e for e in result.get_asset_check_evaluations() if not e.passed]
+        if result.success and not failed_checks:
+            return result.run_id
+        raise StudyFailed(_failure(out, label or job_name, result.run_id, failed_checks, result.all_events))
 
 
 def _failure(out: Path, label: str, run_id: str, failed_checks: list, events: list) -> str:

@@ -16,7 +16,7 @@ import pandas as pd
 from dagster import (
     AssetDep, AssetExecutionContext, AssetIn, AssetsDefinition, AutomationCondition, BackfillPolicy, BetaWarning,
     DataVersion, Failure, MaterializeResult, MetadataValue, MultiPartitionsDefinition,
-    MultiToSingleDimensionPartitionMapping, Output, asset,
+    MultiToSingleDimensionPartitionMapping, Output, PreviewWarning, asset,
 )
 
 from hrbench import analysis
@@ -118,8 +118,22 @@ def _plot(residuals: pd.DataFrame) -> MetadataValue:
     return MetadataValue.md(f"![forest plot]({forest_plot(residuals)})")
 
 
+def _output(value: object, data_version: DataVersion, metadata: dict) -> Output:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BetaWarning)  # data versions are beta; they carry the provenance we need
+        return Output(value, data_version=data_version, metadata=metadata)
+
+
 def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefinition]:
     """The assets, bound to the study's task partitions."""
+    with warnings.catch_warnings():
+        # Beta/preview parameters we rely on deliberately: single-run backfill policies, automation conditions.
+        warnings.simplefilter("ignore", BetaWarning)
+        warnings.simplefilter("ignore", PreviewWarning)
+        return _build(agent_task)
+
+
+def _build(agent_task: MultiPartitionsDefinition) -> list[AssetsDefinition]:
     version = code_version().label
 
     @asset(group_name=PROTOCOL, code_version=version, automation_condition=STALE)
@@ -127,7 +141,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
         """Every stage of every task in the study: family, structure, dependencies, work W, depth H_dep."""
         run = study.run()
         frame = run.catalog()
-        return Output(frame, data_version=_version({"": frame}),
+        return _output(frame, _version({"": frame}),
                       metadata=_meta(run, {"": frame}, tasks=len(run.tasks)))
 
     @asset(deps=[task_catalog], group_name=PROTOCOL, code_version=version, automation_condition=STALE)
@@ -140,7 +154,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
         if bad:
             lines = "\n".join(f"  {r.task}/{r.stage}: {r.problem}" for r in bad)
             raise Failure(f"verifier audit failed for {len(bad)} stage(s):\n{lines}")
-        return Output(frame, data_version=_version({"": frame}),
+        return _output(frame, _version({"": frame}),
                       metadata=_meta(run, {"": frame}, stages_audited=len(rows)))
 
     @asset(deps=[verifier_audit], group_name=PROTOCOL, code_version=version, automation_condition=STALE)
@@ -160,7 +174,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
                                "source_sha256": prereg.code.source_sha256,
                                "check_library_sha256": prereg.check_library_sha256,
                                "path": str(path.relative_to(run.out_dir))}])
-        return Output(frame, data_version=DataVersion(run.prereg_sha256[:24]), metadata=_meta(
+        return _output(frame, DataVersion(run.prereg_sha256[:24]), _meta(
             run, {"": frame}, file=str(path.relative_to(run.out_dir)), git_commit=str(prereg.code.git_commit),
             dirty=str(prereg.code.dirty), study_file=str(run.loaded.source)))
 
@@ -181,7 +195,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
                 "prereg_sha256": run.prereg_sha256, "agent_sha256": reg.agent_sha256, "agent": agent,
                 "kind": reg.config.get("kind"), "program": ",".join(f"{p.path}={p.sha256[:12]}" for p in reg.program),
                 "registered_at": reg.registered_at, "path": str(path.relative_to(run.out_dir))}])
-        return Output(tables, data_version=_version(tables), metadata=_meta(run, tables, regs))
+        return _output(tables, _version(tables), metadata=_meta(run, tables, regs))
 
     @asset(partitions_def=agent_task, group_name=TRIALS, code_version=version, backfill_policy=SINGLE_RUN,
            automation_condition=STALE, deps=[AssetDep(agent_registration, partition_mapping=BY_AGENT)])
@@ -195,7 +209,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
                                                                 regs[p[0]]), pairs)
         tables = {_key(*p): f for p, f in zip(pairs, frames)}
         everything = pd.concat(frames, ignore_index=True)
-        return Output(tables, data_version=_version(tables), metadata=_meta(
+        return _output(tables, _version(tables), metadata=_meta(
             run, tables, regs, passed=int(everything["passed"].sum()),
             harness_errors=analysis.harness_errors(everything)))
 
@@ -208,7 +222,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
         regs = {a: registered(run, a) for a in context.partition_keys}
         tables = {a: _stamp(analysis.stage_estimates(run, a, checkpoint_trials[checkpoint_trials["agent"] == a]),
                             regs[a]) for a in context.partition_keys}
-        return Output(tables, data_version=_version(tables), metadata=_meta(run, tables, regs))
+        return _output(tables, _version(tables), metadata=_meta(run, tables, regs))
 
     @asset(partitions_def=AGENTS, group_name=ESTIMATES, code_version=version, backfill_policy=SINGLE_RUN,
            automation_condition=STALE)
@@ -220,7 +234,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
         tables = {a: _stamp(analysis.expected_success(run, a, stage_estimates[stage_estimates["agent"] == a]),
                             regs[a]) for a in context.partition_keys}
         everything = pd.concat(tables.values(), ignore_index=True)
-        return Output(tables, data_version=_version(tables), metadata=_meta(
+        return _output(tables, _version(tables), metadata=_meta(
             run, tables, regs, mean_p_expected=float(everything["p_expected"].mean())))
 
     @asset(partitions_def=agent_task, group_name=TRIALS, code_version=version, backfill_policy=SINGLE_RUN,
@@ -253,7 +267,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
         extra = {"refused": f"expected_success missing for {refused}"} if refused else {}
         stamps = {f"expected_success_at/{a}": MetadataValue.timestamp(e.timestamp)
                   for a, e in expected.items() if e is not None}
-        return Output(tables, data_version=_version(tables), metadata=_meta(
+        return _output(tables, _version(tables), metadata=_meta(
             run, tables, regs, passed=int(everything["passed"].sum()) if len(everything) else 0,
             harness_errors=analysis.harness_errors(everything), **stamps, **extra))
 
@@ -270,7 +284,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
         tables = {a: _stamp(analysis.observed_success(run, a, checkpoint_trials[checkpoint_trials["agent"] == a],
                                                       natural_trials[natural_trials["agent"] == a]), regs[a])
                   for a in context.partition_keys}
-        return Output(tables, data_version=_version(tables), metadata=_meta(run, tables, regs))
+        return _output(tables, _version(tables), metadata=_meta(run, tables, regs))
 
     @asset(partitions_def=AGENTS, group_name=ESTIMATES, code_version=version, backfill_policy=SINGLE_RUN,
            automation_condition=STALE, ins={
@@ -292,7 +306,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition) -> list[AssetsDefi
             overall = headline[(headline["scope"] == "all") & (headline["condition"] == "baseline")].iloc[0]
             extra = {"gamma_all": float(overall["gamma"]), "ci_low": float(overall["ci_low"]),
                      "ci_high": float(overall["ci_high"])}
-        return Output(tables, data_version=_version(tables), metadata=_meta(
+        return _output(tables, _version(tables), metadata=_meta(
             run, tables, regs, residuals=MetadataValue.md(residual_markdown(headline)), forest_plot=_plot(everything),
             **extra))
 
