@@ -6,11 +6,13 @@ runs of its next unfinished step, one step per tick (a step starts only after th
 finished, so P_expected is always fixed before natural rollouts). A changed agent (same id, other
 config or program) is refused, not re-run; a removed agent keeps its tables. Finished steps are
 read from the lineage records under OUT, so an agent materialized by `hrbench run` is not redone.
+HRBENCH_SENSOR_INTERVAL sets the seconds between ticks (default 30).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from dagster import (
@@ -63,7 +65,7 @@ def build_agent_sensor(study_path: str | Path, out_dir: str | Path, task_names: 
     study = StudyResource(study_path=str(Path(study_path).resolve()), out_dir=str(Path(out_dir).resolve()),
                           progress=False)
 
-    @sensor(name="agent_files_sensor", jobs=jobs, minimum_interval_seconds=30,
+    @sensor(name="agent_files_sensor", jobs=jobs, minimum_interval_seconds=int(os.environ.get("HRBENCH_SENSOR_INTERVAL", "30")),
             default_status=DefaultSensorStatus.RUNNING,
             description="Watches the study's agents (added / changed / removed) and requests the runs of a new "
                         "agent's partitions, step by step; the study report once every agent is done.")

@@ -20,6 +20,7 @@ from dagster import (
 )
 
 from hrbench import analysis
+from hrbench.lineage import file_sha256, read_record
 from hrbench.preregistration import (
     AgentRegistration, code_version, load_registration, record_study_source, register_agent, store_registration,
 )
@@ -27,7 +28,9 @@ from hrbench.protocol import StudyError
 from hrbench.report.html import forest_plot
 from hrbench.report.html import write_report
 from hrbench.report.summary import write_summary
+from hrbench.storage import LocalTableStore
 from hrbench.study_run import StudyRun
+from hrbench.tasks.audit import StageAudit
 from pipelines.defs.study.evidence import prior_expected_success
 from pipelines.defs.study.partitions import AGENTS
 from resources.study import StudyResource
@@ -102,6 +105,23 @@ def _parallel(run: StudyRun, per_partition: int, work, items: list) -> list:
         return list(pool.map(work, items))
 
 
+def _previous_audit(run: StudyRun) -> list[StageAudit] | None:
+    """The audit already stored under this pre-registration, if it passed and is intact.
+
+    The pre-registration covers everything the audit depends on (task contents, check library,
+    sandbox limits, code), so re-running it on an unchanged study only costs time."""
+    record = read_record(run.out_dir, "verifier_audit", ())
+    store = LocalTableStore(run.out_dir)
+    if record is None or record.prereg_sha256 != [run.prereg_sha256] or not store.exists("verifier_audit", ()):
+        return None
+    if file_sha256(store.path("verifier_audit", ())) != record.sha256:
+        return None
+    stored = store.read("verifier_audit", ())
+    rows = [StageAudit(**{k: (None if pd.isna(v) else v) for k, v in r.items() if k in StageAudit.model_fields})
+            for r in stored.to_dict("records")]
+    return rows if rows and all(r.ok for r in rows) else None
+
+
 def residual_markdown(residuals: pd.DataFrame) -> str:
     """The residual table as the UI shows it: every row, zero-rule rows marked."""
     lines = ["| agent | condition | scope | name | P_exp | P_obs | Γ | 95% CI | zero rule | quadrant |",
@@ -148,14 +168,15 @@ def _build(agent_task: MultiPartitionsDefinition) -> list[AssetsDefinition]:
     def verifier_audit(study: StudyResource) -> Output[pd.DataFrame]:
         """Reference = 1, nothing = 0, key step removed = stage fails, for every stage; fails the run otherwise."""
         run = study.run()
-        rows = run.audit()
+        previous = _previous_audit(run)
+        rows = previous if previous is not None else run.audit()
         frame = run.stamp(pd.DataFrame([r.model_dump() for r in rows]))
         bad = [r for r in rows if not r.ok]
         if bad:
             lines = "\n".join(f"  {r.task}/{r.stage}: {r.problem}" for r in bad)
             raise Failure(f"verifier audit failed for {len(bad)} stage(s):\n{lines}")
-        return _output(frame, _version({"": frame}),
-                      metadata=_meta(run, {"": frame}, stages_audited=len(rows)))
+        return _output(frame, _version({"": frame}), metadata=_meta(
+            run, {"": frame}, stages_audited=len(rows), reused=previous is not None))
 
     @asset(deps=[verifier_audit], group_name=PROTOCOL, code_version=version, automation_condition=STALE)
     def preregistration(study: StudyResource) -> Output[pd.DataFrame]:
