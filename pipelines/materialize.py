@@ -11,6 +11,7 @@ killed study resumes from the trial journals.
 from __future__ import annotations
 
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -102,6 +103,13 @@ def launch_step(instance: DagsterInstance, job_name: str, tags: dict[str, str], 
         raise StudyFailed(_failure(out, label or job_name, result.run_id, failed_checks, result.all_events))
 
 
+def _one_line(message: str, limit: int = 400) -> str:
+    """An error message as one line: without the exception's module path, its lines joined."""
+    text = re.sub(r"^[\w.]+\.(Failure|\w*Error|\w*Exception): ", "", message.strip())
+    text = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _failure(out: Path, label: str, run_id: str, failed_checks: list, events: list) -> str:
     """One line of cause for the terminal; the whole error (with Dagster's traceback) in a log file."""
     causes = [f"check {e.check_name} failed: {e.description}" for e in failed_checks]
@@ -113,7 +121,7 @@ def _failure(out: Path, label: str, run_id: str, failed_checks: list, events: li
             while root.cause is not None and root.cls_name in ("DagsterExecutionStepExecutionError",
                                                                 "DagsterUserCodeExecutionError"):
                 root = root.cause
-            causes.append(root.message.strip())
+            causes.append(_one_line(root.message))
             details.append(error.to_string())
     log = out / "logs" / f"run-{run_id}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
