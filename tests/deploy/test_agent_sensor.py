@@ -53,7 +53,8 @@ def test_a_new_agent_file_backfills_only_that_agent(tmp_path: Path):
             else:
                 assert not partition_tags
             requested.append(request.job_name)
-            launch_step(instance, request.job_name, dict(request.tags), study, out)
+            launch_step(instance, request.job_name, {**request.tags, "dagster/run_key": request.run_key or ""},
+                        study, out)
     assert requested == ["agent_registration_job", "checkpoint_trials_job", "expected_success_job",
                          "natural_trials_job", "horizon_residuals_job", "study_report_job"]
     assert json.loads(cursor) .keys() == {"steady", "rotting", "third"}

@@ -3,7 +3,8 @@
 Its cursor maps agent id -> the hash its registration would have. Each tick re-reads the study
 file, so an agent added after the code location loaded is seen: it gets a partition, then the
 runs of its next unfinished step, one step per tick (a step starts only after the one before it
-finished, so P_expected is always fixed before natural rollouts). A changed agent (same id, other
+finished, so P_expected is always fixed before natural rollouts). A step whose run failed, or never
+launched, is requested again, at most MAX_ATTEMPTS times. A changed agent (same id, other
 config or program) is refused, not re-run; a removed agent keeps its tables. Finished steps are
 read from the lineage records under OUT, so an agent materialized by `hrbench run` is not redone.
 HRBENCH_SENSOR_INTERVAL sets the seconds between ticks (default 30).
@@ -16,7 +17,7 @@ import os
 from pathlib import Path
 
 from dagster import (
-    DefaultSensorStatus, JobDefinition, RunRequest, SensorDefinition, SensorEvaluationContext, SensorResult, SkipReason,
+    DagsterRunStatus, DefaultSensorStatus, RunsFilter, JobDefinition, RunRequest, SensorDefinition, SensorEvaluationContext, SensorResult, SkipReason,
     sensor,
 )
 
@@ -30,6 +31,9 @@ from pipelines.defs.study.partitions import AGENTS
 from resources.study import StudyResource
 
 REPORT_STEP = STEPS[-1]
+MAX_ATTEMPTS = 3
+IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+             DagsterRunStatus.STARTED]
 
 
 def step_done(run: StudyRun, step: Step, agent: str, agent_sha256: str) -> bool:
@@ -60,6 +64,10 @@ def report_stale(run: StudyRun) -> bool:
     return newest > summary.stat().st_mtime
 
 
+def _count(context: SensorEvaluationContext, job: str, tags: dict[str, str], statuses: list) -> int:
+    return context.instance.get_runs_count(RunsFilter(job_name=job, tags=tags, statuses=statuses))
+
+
 def build_agent_sensor(study_path: str | Path, out_dir: str | Path, task_names: list[str],
                        jobs: list[JobDefinition]) -> SensorDefinition:
     study = StudyResource(study_path=str(Path(study_path).resolve()), out_dir=str(Path(out_dir).resolve()),
@@ -87,13 +95,24 @@ def build_agent_sensor(study_path: str | Path, out_dir: str | Path, task_names: 
             context.log.info(f"agent {agent!r} left the study file; its tables stay as they are")
         known = set(context.instance.get_dynamic_partitions(AGENTS.name))
         new = [a for a in current if a not in known and a not in refused]
-        requests = []
+        requests, busy = [], False
         for agent, sha in current.items():
             step = None if agent in refused else next_step(run, agent, sha)
-            if step is not None:
-                requests.append(RunRequest(job_name=step.job, run_key=f"{agent}:{step.job}:{sha[:16]}",
-                                           tags={**step_tags(step, agent, task_names), "hrbench/agent": agent}))
-        if not requests and not refused and report_stale(run):
+            if step is None:
+                continue
+            tags = {"hrbench/agent": agent, "hrbench/agent_sha256": sha[:16]}
+            if _count(context, step.job, tags, IN_FLIGHT):
+                busy = True  # its run is queued or running: the next step waits for it
+                continue
+            failures = _count(context, step.job, tags, [DagsterRunStatus.FAILURE])
+            if failures >= MAX_ATTEMPTS:
+                context.log.warning(f"agent {agent!r}: {step.job} failed {failures} times; not retried (see those "
+                                    "runs, fix the cause, then re-execute one from the UI)")
+                continue
+            # a run that failed (or never launched) is retried under a new key, up to MAX_ATTEMPTS
+            requests.append(RunRequest(job_name=step.job, run_key=f"{agent}:{step.job}:{sha[:16]}:{failures}",
+                                       tags={**step_tags(step, agent, task_names), **tags}))
+        if not requests and not busy and not refused and report_stale(run):
             requests.append(RunRequest(job_name=REPORT_STEP.job,
                                        run_key=f"report:{json.dumps(sorted(current.items()))}"))
         return SensorResult(run_requests=requests, cursor=json.dumps(current, sort_keys=True),
