@@ -244,13 +244,24 @@ def lineage_lines(out_dir: Path) -> list[str]:
         lines.append(f"  horizon_residuals {record.written_at if record else '—'}  run "
                      f"{record.run_id[:8] if record else '—'}  sha256 {record.sha256[:12] if record else '—'}")
         for row in residuals.itertuples():
+            gamma = "—" if pd.isna(row.gamma) else f"{row.gamma:.3f}"
             if row.scope == "task":
+                ck = read_record(out_dir, "checkpoint_trials", (agent, row.name))
+                nat = read_record(out_dir, "natural_trials", (agent, row.name))
+                content = next((t.content_sha256[:12] for t in prereg.tasks if t.name == row.name), "—")
+                lines.append(f"    {row.condition} task:{row.name}  Γ={gamma}  <- {_table(ck)} + {_table(nat)}  "
+                             f"task content {content}")
                 continue
             task_hashes = ", ".join(f"{t.name}:{t.content_sha256[:8]}" for t in prereg.tasks
                                     if row.scope == "all" or t.name == row.name or _family(prereg, t.name) == row.name)
-            gamma = "—" if pd.isna(row.gamma) else f"{row.gamma:.3f}"
             lines.append(f"    {row.condition} {row.scope}:{row.name}  Γ={gamma}  <- trials of tasks [{task_hashes}]")
     return lines
+
+
+def _table(record: TableRecord | None) -> str:
+    if record is None:
+        return "(no lineage record)"
+    return f"{record.path} ({record.rows} rows, sha256 {record.sha256[:12]}, run {record.run_id[:8]}, {record.written_at})"
 
 
 def _family(prereg: Preregistration, task: str) -> str | None:
