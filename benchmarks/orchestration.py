@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from dagster import DagsterInstance  # noqa: E402
 
+import pipelines.definitions  # noqa: E402,F401  (imports are process start-up, not orchestration: paid before timing)
 from hrbench.harness.records import TrialRecord  # noqa: E402
 from hrbench.study_run import StudyRun  # noqa: E402
 from pipelines.defs.study.jobs import STEPS, step_tags  # noqa: E402

@@ -5,7 +5,8 @@ Order: setup (catalog, audit, pre-registration) -> per agent: registration -> ch
 run) -> observed success and residuals; then the report. Each step is an ordinary run of the
 code location's job (`pipelines.definitions:step_job`), tagged with the study, on the instance
 under OUT/.dagster (or $DAGSTER_HOME), so `hrbench ui --out OUT` shows and re-executes it, and a
-killed study resumes from the trial journals.
+killed study resumes from the trial journals. A step whose tables are all there, intact and under this
+protocol and registration (and free of harness errors) is not run again.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rich.console import Console
 
 from hrbench.preregistration import check_registration, record_study_source, register_agent
 from hrbench.study_run import StudyRun
+from pipelines.defs.agents.sensors import step_done
 from pipelines.defs.study.jobs import STEPS, Step, step_tags
 from pipelines.defs.study.partitions import AGENTS
 
@@ -66,8 +68,11 @@ def run_study(study_path: str | Path, out_dir: str | Path, console: Console | No
     out.mkdir(parents=True, exist_ok=True)
     run = StudyRun.from_file(study_path, out, progress)
     run.check_out_dir()  # fail before any work if OUT holds another study version, or a changed agent
+    registered = {}
     for spec in run.study.agents:
-        check_registration(out, register_agent(run.preregistration, spec))
+        registration = register_agent(run.preregistration, spec)
+        check_registration(out, registration)
+        registered[spec.id] = registration.agent_sha256
     record_study_source(out, run.loaded.source, run.study)
     instance = instance or instance_for(out)
     agents = [a.id for a in run.study.agents]
@@ -76,6 +81,8 @@ def run_study(study_path: str | Path, out_dir: str | Path, console: Console | No
     task_names = [t.name for t in run.tasks]
 
     def step(s: Step, agent: str | None = None) -> None:
+        if step_done(run, s, agent, registered.get(agent)):
+            return  # its tables are all there, intact, under this protocol: a run would rewrite the same bytes
         tags = {"hrbench/study": run.study.name, **step_tags(s, agent, task_names),
                 **({"hrbench/agent": agent} if agent else {})}
         launch_step(instance, s.job, tags, run.loaded.source, out, progress, f"{s.label} {agent}" if agent else s.label)

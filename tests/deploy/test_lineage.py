@@ -113,3 +113,13 @@ def test_materializations_carry_hashes_run_ids_relative_paths_and_input_versions
     assert "| agent | condition |" in meta["residuals"] and "data:image/png;base64," in meta["forest_plot"]
     tags = record.asset_materialization.tags or {}
     assert tags.get("dagster/code_version") == meta["code_version"]
+
+
+def test_a_finished_study_run_again_launches_nothing_and_changes_nothing(finished, tmp_path: Path):
+    out, instance = finished
+    study = Path(json.loads((out / "study_source.json").read_text())["study_file"])
+    before = len(instance.get_runs())
+    tables = {p: p.read_bytes() for p in (out / "tables").rglob("*.parquet")}
+    run_study(study, out, instance=instance, progress=False)
+    assert len(instance.get_runs()) == before  # every step's tables are intact under this protocol
+    assert {p: p.read_bytes() for p in (out / "tables").rglob("*.parquet")} == tables

@@ -21,9 +21,10 @@ from dagster import (
     sensor,
 )
 
-from hrbench.lineage import read_record
+from hrbench.lineage import TRIAL_ASSETS, file_sha256, read_record
 from hrbench.preregistration import load_registration, register_agent
 from hrbench.protocol import StudyError
+from hrbench.storage import LocalTableStore
 from hrbench.study_run import StudyRun
 from hrbench.tasks.model import TaskError
 from pipelines.defs.study.jobs import AGENT_STEPS, STEPS, Step, step_tags
@@ -36,13 +37,23 @@ IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunSt
              DagsterRunStatus.STARTED]
 
 
-def step_done(run: StudyRun, step: Step, agent: str, agent_sha256: str) -> bool:
-    """Every table of the step exists for the agent, under this protocol and this registration."""
-    partitions = [(agent,)] if step.partitioned == "agent" else [(agent, t.name) for t in run.tasks]
+def step_done(run: StudyRun, step: Step, agent: str | None, agent_sha256: str | None) -> bool:
+    """Every table of the step exists, intact, under this protocol and this agent registration, and no
+    trial in it ended in a harness error (those are retried by running the step again)."""
+    partitions = {"none": [()], "agent": [(agent,)], "agent_task": [(agent, t.name) for t in run.tasks]}[step.partitioned]
+    store = LocalTableStore(run.out_dir)
     for asset in step.assets:
+        if asset == "study_report":
+            return not report_stale(run)
         for partition in partitions:
             record = read_record(run.out_dir, asset, partition)
-            if record is None or record.prereg_sha256 != [run.prereg_sha256] or record.agent_sha256 != [agent_sha256]:
+            if record is None or record.prereg_sha256 != [run.prereg_sha256] or \
+                    (agent is not None and record.agent_sha256 != [agent_sha256]):
+                return False
+            path = store.path(asset, partition)
+            if not path.is_file() or file_sha256(path) != record.sha256:
+                return False
+            if asset in TRIAL_ASSETS and (store.read(asset, partition)["exit_reason"] == "harness_error").any():
                 return False
     return True
 
