@@ -182,7 +182,7 @@ def _status(d: Deployment, run_id: str) -> str:
 def test_a_study_runs_on_webserver_daemon_and_postgres(deployment: Deployment):
     d = deployment
     run_id = _launch(d, "study_setup_job")  # queued; the daemon launches it
-    deadline = time.monotonic() + 600
+    deadline = time.monotonic() + 1500  # twelve run processes; on a loaded 2-core machine each takes ~30 s
     while _status(d, run_id) not in ("SUCCESS", "FAILURE", "CANCELED"):
         assert time.monotonic() < deadline, "setup run did not finish\n" + d.log_tail()
         time.sleep(2)
