@@ -123,3 +123,28 @@ def test_a_finished_study_run_again_launches_nothing_and_changes_nothing(finishe
     run_study(study, out, instance=instance, progress=False)
     assert len(instance.get_runs()) == before  # every step's tables are intact under this protocol
     assert {p: p.read_bytes() for p in (out / "tables").rglob("*.parquet")} == tables
+
+
+def test_blocking_check_refuses_a_table_whose_hashes_match_no_registration(copy: Path):
+    from pipelines.builder import build_definitions
+    from pipelines.defs.study.checks import REGISTERED, registration_problems
+
+    assert registration_problems(copy, "horizon_residuals", ["steady", "rotting"]) == []
+    path = copy / "tables" / "horizon_residuals" / "steady.parquet"
+    table = pd.read_parquet(path)
+    table["agent_sha256"] = "0" * 64  # a table from some other registration of "steady"
+    table.to_parquet(path, index=False)
+    assert registration_problems(copy, "horizon_residuals", ["steady", "rotting"]) == [
+        f"steady: agent_sha256 is not the stored registration "
+        f"{json.loads((copy / 'registrations' / 'steady.json').read_text())['agent_sha256'][:12]}"]
+    prereg = copy / "tables" / "natural_trials" / "rotting" / "tiny-chain.parquet"
+    table = pd.read_parquet(prereg)
+    table["prereg_sha256"] = "f" * 64
+    table.to_parquet(prereg, index=False)
+    assert "is not the stored pre-registration" in registration_problems(copy, "natural_trials", ["rotting|tiny-chain"])[0]
+    study = Path(json.loads((copy / "study_source.json").read_text())["study_file"])
+    specs = [spec for c in build_definitions(study, copy).asset_checks for spec in c.check_specs
+             if spec.name == REGISTERED]
+    assert {s.asset_key.path[-1] for s in specs} == {"checkpoint_trials", "natural_trials", "stage_estimates",
+                                                     "expected_success", "observed_success", "horizon_residuals"}
+    assert all(s.blocking for s in specs)

@@ -115,29 +115,34 @@ def _registration_check(asset: str, partitions_def: PartitionsDefinition) -> Ass
                  description="Every row's prereg_sha256 is the stored pre-registration's (OUT/preregistration.json) "
                              "and its agent_sha256 the stored registration of its agent (OUT/registrations/<agent>.json).")
     def hashes_match_stored_registration(context: AssetCheckExecutionContext, study: StudyResource) -> AssetCheckResult:
-        run = study.run()
-        store = LocalTableStore(run.out_dir)
-        stored_prereg = _stored_prereg(run.out_dir)
-        wrong: list[str] = []
-        for key in context.partition_keys:
-            partition = tuple(key.split("|"))
-            if not store.exists(asset, partition):
-                wrong.append(f"{key}: no table")
-                continue
-            table = store.read(asset, partition)
-            if len(table) and set(table["prereg_sha256"]) - {stored_prereg}:
-                wrong.append(f"{key}: prereg_sha256 {sorted(set(table['prereg_sha256']))[0][:12]} is not the stored "
-                             f"pre-registration {str(stored_prereg)[:12]}")
-                continue
-            registration = load_registration(run.out_dir, partition[0])
-            if registration is None:
-                wrong.append(f"{key}: agent {partition[0]!r} has no stored registration")
-            elif len(table) and set(table["agent_sha256"]) - {registration.agent_sha256}:
-                wrong.append(f"{key}: agent_sha256 is not the stored registration {registration.agent_sha256[:12]}")
+        wrong = registration_problems(study.run().out_dir, asset, context.partition_keys)
         return AssetCheckResult(passed=not wrong, description="; ".join(wrong[:5]) or None,
                                 metadata={"partitions": len(context.partition_keys), "mismatched": len(wrong)})
 
     return hashes_match_stored_registration
+
+
+def registration_problems(out_dir: Path, asset: str, partition_keys: list[str]) -> list[str]:
+    """Partitions of `asset` whose rows carry a prereg_sha256 or agent_sha256 that no stored record has."""
+    store = LocalTableStore(out_dir)
+    stored_prereg = _stored_prereg(out_dir)
+    wrong: list[str] = []
+    for key in partition_keys:
+        partition = tuple(key.split("|"))
+        if not store.exists(asset, partition):
+            wrong.append(f"{key}: no table")
+            continue
+        table = store.read(asset, partition)
+        if len(table) and set(table["prereg_sha256"]) - {stored_prereg}:
+            wrong.append(f"{key}: prereg_sha256 {sorted(set(table['prereg_sha256']))[0][:12]} is not the stored "
+                         f"pre-registration {str(stored_prereg)[:12]}")
+            continue
+        registration = load_registration(out_dir, partition[0])
+        if registration is None:
+            wrong.append(f"{key}: agent {partition[0]!r} has no stored registration")
+        elif len(table) and set(table["agent_sha256"]) - {registration.agent_sha256}:
+            wrong.append(f"{key}: agent_sha256 is not the stored registration {registration.agent_sha256[:12]}")
+    return wrong
 
 
 def _stored_prereg(out_dir: Path) -> str | None:
