@@ -84,8 +84,12 @@ class Deployment:
             try:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
+                pass
+            try:  # code servers the two started share their process group and may outlive them
                 os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            except ProcessLookupError:
+                pass
+            proc.wait()
 
     @property
     def url(self) -> str:
