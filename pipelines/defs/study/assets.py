@@ -64,8 +64,16 @@ def _version(tables: dict[str, pd.DataFrame]) -> DataVersion:
     """Content hash of the tables (order-free), Dagster's data version of this materialization."""
     digest = hashlib.sha256()
     for key in sorted(tables):
-        digest.update(key.encode() + b"\0" + pd.util.hash_pandas_object(tables[key], index=False).to_numpy().tobytes())
+        digest.update(key.encode() + b"\0" + pd.util.hash_pandas_object(_hashable(tables[key]), index=False)
+                      .to_numpy().tobytes())
     return DataVersion(digest.hexdigest()[:24])
+
+
+def _hashable(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with list-valued cells (a residual row's `flags`) as their repr: pandas hashes scalars only."""
+    listy = [c for c in frame.columns if frame[c].dtype == object
+             and frame[c].map(lambda v: isinstance(v, (list, tuple, dict)) or hasattr(v, "tolist")).any()]
+    return frame.assign(**{c: frame[c].map(repr) for c in listy}) if listy else frame
 
 
 def registered(run: StudyRun, agent: str) -> AgentRegistration:
