@@ -59,7 +59,7 @@ def test_a_new_agent_file_backfills_only_that_agent(tmp_path: Path):
                          "natural_trials_job", "horizon_residuals_job", "study_report_job"]
     assert json.loads(cursor) .keys() == {"steady", "rotting", "third"}
 
-    for kind in ("checkpoint_trials", "natural_trials"):
+    for kind in ("checkpoint_trials", "baseline/natural_trials"):
         table = pd.read_parquet(out / "tables" / kind / "third" / "tiny-chain.parquet")
         assert len(table) and set(table["agent"]) == {"third"}
     assert snapshot(out, ["steady", "rotting"]) == old  # tables and journals byte-identical: nothing re-ran

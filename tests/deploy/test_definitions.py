@@ -12,7 +12,8 @@ from dagster import DefaultScheduleStatus, DefaultSensorStatus
 
 from hrbench.preregistration import code_version
 from pipelines.builder import build_definitions
-from pipelines.defs.study.jobs import STEPS
+from hrbench.protocol import load_study
+from pipelines.defs.study.jobs import steps_for
 from tests.conftest import TINY_STUDY
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +32,12 @@ def test_assets_have_groups_code_versions_automation_and_batched_backfills(tmp_p
             assert node.backfill_policy is not None and node.backfill_policy.max_partitions_per_run is None, key
     assert "default" not in groups.values()
     assert groups["checkpoint_trials"] == "trials" and groups["horizon_residuals"] == "estimates"
-    assert {j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")} == {s.job for s in STEPS}
+    assert groups["natural_trials"] == "trials" and groups["sensitivity_sweep"] == "estimates"
+    steps = steps_for(load_study(TINY_STUDY).study)
+    assert {j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")} == {s.job for s in steps}
+    # every asset is in exactly one step job (the per-condition branch and the new assets included)
+    in_steps = [a for s in steps for a in s.assets]
+    assert sorted(in_steps) == sorted(k.to_user_string() for k in graph.get_all_asset_keys())
 
 
 def test_schedule_and_automation_are_off_unless_the_deployment_opts_in(tmp_path: Path, monkeypatch):

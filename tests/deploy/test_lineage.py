@@ -44,13 +44,13 @@ def test_verify_passes_on_a_fresh_output(finished):
 
 
 def test_verify_names_an_edited_trial_table(copy: Path):
-    path = copy / "tables" / "natural_trials" / "rotting" / "tiny-chain.parquet"
+    path = copy / "tables" / "baseline" / "natural_trials" / "rotting" / "tiny-chain.parquet"
     table = pd.read_parquet(path)
     table.loc[0, "passed"] = not table.loc[0, "passed"]  # a reviewer's nightmare: one outcome flipped
     table.to_parquet(path, index=False)
     code, output = _cli("verify", str(copy))
     assert code == 1
-    assert "MISMATCH tables/natural_trials/rotting/tiny-chain.parquet" in output and "changed after" in output
+    assert "MISMATCH tables/baseline/natural_trials/rotting/tiny-chain.parquet" in output and "changed after" in output
 
 
 def test_verify_catches_a_table_edited_together_with_its_lineage_record(copy: Path):
@@ -102,14 +102,15 @@ def test_lineage_shows_the_chain_expected_before_observed(finished):
 
 def test_materializations_carry_hashes_run_ids_relative_paths_and_input_versions(finished):
     out, instance = finished
-    record = instance.fetch_materializations(AssetKey("horizon_residuals"), limit=1).records[0]
+    record = instance.fetch_materializations(AssetKey(["baseline", "horizon_residuals"]), limit=1).records[0]
     meta = {k: getattr(v, "value", v) for k, v in record.asset_materialization.metadata.items()}
     assert meta["prereg_sha256"] == json.loads((out / "preregistration.json").read_text())["prereg_sha256"]
     agent = record.asset_materialization.partition
     assert meta["agent_sha256"] == json.loads((out / "registrations" / f"{agent}.json").read_text())["agent_sha256"]
     assert meta["run_id"] == record.run_id and not Path(meta["path"]).is_absolute()
-    assert meta["path"] == f"tables/horizon_residuals/{agent}.parquet"
-    assert set(meta) >= {"input/checkpoint_trials", "input/natural_trials", "residuals", "forest_plot", "rows"}
+    assert meta["path"] == f"tables/baseline/horizon_residuals/{agent}.parquet"
+    assert set(meta) >= {"input/checkpoint_trials", "input/baseline/natural_trials", "input/baseline/expected_success",
+                         "residuals", "forest_plot", "rows"}
     assert "| agent | condition |" in meta["residuals"] and "data:image/png;base64," in meta["forest_plot"]
     tags = record.asset_materialization.tags or {}
     assert tags.get("dagster/code_version") == meta["code_version"]
@@ -129,22 +130,23 @@ def test_blocking_check_refuses_a_table_whose_hashes_match_no_registration(copy:
     from pipelines.builder import build_definitions
     from pipelines.defs.study.checks import REGISTERED, registration_problems
 
-    assert registration_problems(copy, "horizon_residuals", ["steady", "rotting"]) == []
-    path = copy / "tables" / "horizon_residuals" / "steady.parquet"
+    assert registration_problems(copy, "baseline/horizon_residuals", ["steady", "rotting"]) == []
+    path = copy / "tables" / "baseline" / "horizon_residuals" / "steady.parquet"
     table = pd.read_parquet(path)
     table["agent_sha256"] = "0" * 64  # a table from some other registration of "steady"
     table.to_parquet(path, index=False)
-    assert registration_problems(copy, "horizon_residuals", ["steady", "rotting"]) == [
+    assert registration_problems(copy, "baseline/horizon_residuals", ["steady", "rotting"]) == [
         f"steady: agent_sha256 is not the stored registration "
         f"{json.loads((copy / 'registrations' / 'steady.json').read_text())['agent_sha256'][:12]}"]
-    prereg = copy / "tables" / "natural_trials" / "rotting" / "tiny-chain.parquet"
+    prereg = copy / "tables" / "baseline" / "natural_trials" / "rotting" / "tiny-chain.parquet"
     table = pd.read_parquet(prereg)
     table["prereg_sha256"] = "f" * 64
     table.to_parquet(prereg, index=False)
-    assert "is not the stored pre-registration" in registration_problems(copy, "natural_trials", ["rotting|tiny-chain"])[0]
+    assert "is not the stored pre-registration" in registration_problems(copy, "baseline/natural_trials", ["rotting|tiny-chain"])[0]
     study = Path(json.loads((copy / "study_source.json").read_text())["study_file"])
     specs = [spec for c in build_definitions(study, copy).asset_checks for spec in c.check_specs
              if spec.name == REGISTERED]
-    assert {s.asset_key.path[-1] for s in specs} == {"checkpoint_trials", "natural_trials", "stage_estimates",
-                                                     "expected_success", "observed_success", "horizon_residuals"}
+    assert {s.asset_key.to_user_string() for s in specs} == {
+        "checkpoint_trials", *(f"baseline/{n}" for n in ("natural_trials", "stage_estimates", "expected_success",
+                                                         "observed_success", "horizon_residuals"))}
     assert all(s.blocking for s in specs)

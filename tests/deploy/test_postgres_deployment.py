@@ -201,8 +201,9 @@ def test_a_study_runs_on_webserver_daemon_and_postgres(deployment: Deployment):
         time.sleep(3)
 
     expected = {"task_catalog", "verifier_audit", "preregistration", "agent_registration", "checkpoint_trials",
-                "stage_estimates", "expected_success", "natural_trials", "observed_success", "horizon_residuals",
-                "study_report"}
+                "baseline/stage_estimates", "baseline/expected_success", "baseline/natural_trials",
+                "baseline/observed_success", "baseline/horizon_residuals", "sensitivity_sweep", "resource_accounting",
+                "study_report"}  # a baseline-only study: its branch, no contrasts
     assert set(nodes) == expected
     for name, node in nodes.items():
         assert node["assetMaterializations"], f"{name} never materialized"
