@@ -33,8 +33,9 @@ tasks_app = typer.Typer(help="Task packages: list and audit.", no_args_is_help=T
 app.add_typer(tasks_app, name="tasks")
 agents_app = typer.Typer(help="Agent configuration files: validate and ping.", no_args_is_help=True)
 app.add_typer(agents_app, name="agents")
-console = Console()
-err = Console(stderr=True)
+# Redirected to a file (CI logs), rich would cut tables at 80 columns; names must survive verbatim.
+console = Console(width=None if sys.stdout.isatty() else 4096)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 4096)
 
 
 def _fail(exc: BaseException | str, label: str = "error:", style: str = "red", hint: str = "") -> typer.Exit:
@@ -65,7 +66,8 @@ def _run(study: Path, out: Path) -> None:
         from pipelines.materialize import StudyFailed, run_study  # Dagster only behind this command
 
         try:
-            run = run_study(study, out, console=err)
+            # progress bars only on a terminal: in a redirected log they are thousands of lines
+            run = run_study(study, out, console=err, progress=sys.stderr.isatty())
         except (StudyFailed, StudyError, TaskError) as exc:
             raise _fail(exc) from exc
     finally:
@@ -345,16 +347,30 @@ def agents_check(config: Path = typer.Argument(..., help="agent config file, e.g
     try:
         console.print(Text.assemble(("ok", "green"), f" {check_agent(spec)}"), soft_wrap=True)
     except AgentCheckError as exc:
-        raise _fail(exc, label="unreachable:") from exc
+        raise _fail(exc, label="check failed:") from exc
 
 
 @app.command()
 def ui(out: Path = typer.Option(Path("out"), help="output directory of the study to show"),
-       study: Path = typer.Option(DEMO_STUDY, help="study YAML file"),
+       study: Path = typer.Option(None, help="study YAML file (default: the one that made OUT; the demo for a new OUT)"),
        port: int = typer.Option(3000)) -> None:
-    """Open the Dagster UI on a study (its instance lives under OUT/.dagster)."""
-    home = (out / ".dagster").resolve()
+    """Open the Dagster UI on a study (its instance lives under OUT/.dagster, or $DAGSTER_HOME when set)."""
+    from hrbench.preregistration import recorded_study_source
+
+    recorded = recorded_study_source(out)
+    if study is None:
+        study = Path(recorded.study_file) if recorded else DEMO_STUDY
+    elif recorded and Path(recorded.study_file) != study.resolve():
+        err.print(f"error: {out} was made by {recorded.study_file}, not {study.resolve()}; drop --study to show "
+                  "it, or pass another --out for this study", markup=False)
+        raise typer.Exit(1)
+    if not study.is_file():
+        err.print(f"error: study file {study} (recorded in {out / 'study_source.json'}) does not exist", markup=False)
+        raise typer.Exit(1)
+    home = Path(os.environ.get("DAGSTER_HOME") or (out / ".dagster")).resolve()
     home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")  # no telemetry banner
     env = {**os.environ, "DAGSTER_HOME": str(home), "HRBENCH_STUDY": str(study.resolve()),
            "HRBENCH_OUT": str(out.resolve())}
     root = Path(__file__).resolve().parent.parent
@@ -362,6 +378,35 @@ def ui(out: Path = typer.Option(Path("out"), help="output directory of the study
     command = [sys.executable, "-m", "dagster", "dev", "-w", str(root / "workspace.yaml"), "-p", str(port)]
     subprocess.run(command, env=env, cwd=root, preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL),
                                                                    signal.signal(signal.SIGTERM, signal.SIG_DFL)))
+
+
+@app.command()
+def lineage(out: Path = typer.Argument(..., help="output directory of a study run")) -> None:
+    """For each residual row: the chain back to its trials, agent registration, task hashes, code version and
+    pre-registration, with the times that show P_expected was fixed before natural rollouts."""
+    from hrbench.lineage import lineage_lines
+
+    if not (out / "preregistration.json").is_file():
+        err.print(f"error: {out} has no preregistration.json: run a study into it first", markup=False)
+        raise typer.Exit(1)
+    for line in lineage_lines(out):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command()
+def verify(out: Path = typer.Argument(..., help="output directory of a study run")) -> None:
+    """Re-hash the pre-registration, agent registrations and every table (against its lineage record and the
+    trial journal). Exit 1 naming each file that no longer matches."""
+    from hrbench.lineage import verify as verify_out
+
+    problems, checked = verify_out(out)
+    for p in problems:
+        err.print(f"MISMATCH {p.path}: {p.problem}", markup=False, highlight=False, soft_wrap=True)
+    summary = ", ".join(f"{n} {what}" for what, n in checked.items())
+    if problems:
+        err.print(f"verify failed: {len(problems)} problem(s) in {out} (checked {summary})", markup=False)
+        raise typer.Exit(1)
+    console.print(f"verified {out}: {summary}; every hash matches", markup=False, highlight=False)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import pandas as pd
 
 from hrbench.agents.sim import SimTruth, population_truth, segment_truth, sim_truth
 from hrbench.agents.specs import SimAgentSpec
-from hrbench.preregistration import Preregistration, freeze
+from hrbench.preregistration import AgentRegistration, Preregistration, freeze, register_agent
 from hrbench.protocol import CheckpointProtocol, Decomposition, LoadedStudy, load_study
 from hrbench.tasks.loader import load_registry
 from hrbench.tasks.model import Stage, Task
@@ -32,7 +32,7 @@ def unit_name(unit: tuple[Stage, ...]) -> str:
 
 
 class StudyDesign:
-    """A validated study, its tasks (loaded once) and their frozen pre-registration."""
+    """A validated study, its tasks (loaded once), their frozen pre-registration and its agents' registrations."""
 
     def __init__(self, loaded: LoadedStudy):
         self.loaded = loaded
@@ -59,6 +59,11 @@ class StudyDesign:
     @property
     def prereg_sha256(self) -> str:
         return self.preregistration.prereg_sha256
+
+    def registration(self, agent: str) -> AgentRegistration:
+        """The agent's registration under this protocol (agents register separately: adding one keeps the
+        protocol hash)."""
+        return register_agent(self.preregistration, self.study.agent(agent))
 
     def weight(self, task: str) -> float:
         return self.study.tasks.weights.get(task, 1.0)

@@ -1,17 +1,48 @@
 """The Dagster code location: `workspace.yaml` points here.
 
-HRBENCH_STUDY (default: the built-in demo study) and HRBENCH_OUT (default: ./out)
-choose the study and where its tables, journals and report go.
+HRBENCH_OUT (default: ./out) is where the study's tables, journals and report go;
+HRBENCH_STUDY is the study file (default: the one that made HRBENCH_OUT, recorded in
+OUT/study_source.json, else the built-in demo study). HRBENCH_PROGRESS=1 shows trial
+progress bars. `hrbench run` launches the jobs of this same code location (`step_job`),
+so its runs can be re-executed from the UI.
 """
 
+from __future__ import annotations
+
+import functools
 import os
+from pathlib import Path
 
 import dagster as dg
 
+from hrbench.preregistration import recorded_study_source
 from hrbench.protocol import DEMO_STUDY
 from pipelines.builder import build_definitions
 
 
+def study_and_out() -> tuple[str, str]:
+    """The study file and output directory this code location serves, from the environment."""
+    out = os.environ.get("HRBENCH_OUT", "out")
+    recorded = recorded_study_source(Path(out))
+    study = os.environ.get("HRBENCH_STUDY") or (recorded.study_file if recorded else str(DEMO_STUDY))
+    return study, out
+
+
+@functools.cache
+def _definitions(study: str, out: str, progress: bool) -> dg.Definitions:
+    return build_definitions(study, out, progress=progress)
+
+
+def current() -> dg.Definitions:
+    study, out = study_and_out()
+    return _definitions(str(Path(study).resolve()), str(Path(out).resolve()), os.environ.get("HRBENCH_PROGRESS") == "1")
+
+
 @dg.definitions
 def defs() -> dg.Definitions:
-    return build_definitions(os.environ.get("HRBENCH_STUDY", str(DEMO_STUDY)), os.environ.get("HRBENCH_OUT", "out"))
+    return current()
+
+
+def step_job(name: str) -> dg.JobDefinition:
+    """A study step's job, rebuilt from the environment: the target of `hrbench run`'s reconstructable jobs."""
+    return current().resolve_job_def(name)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-import functools
+import threading
+from pathlib import Path
 
 import pandas as pd
 from dagster import ConfigurableIOManager, ConfigurableResource, InputContext, MultiPartitionKey, OutputContext
 
+from hrbench.lineage import inputs_digest, read_record, write_record
+from hrbench.preregistration import code_version
+from hrbench.protocol import load_study, sha256_json
+from hrbench.design import StudyDesign
 from hrbench.storage import LocalTableStore, TableStore
 from hrbench.study_run import StudyRun
 
@@ -19,16 +24,22 @@ class StudyResource(ConfigurableResource):
     progress: bool = True
 
     def run(self) -> StudyRun:
-        return _study_run(self.study_path, self.out_dir, self.progress)
+        """The study as its file says now (a sensor may have added an agent since the code loaded)."""
+        loaded = load_study(self.study_path)
+        key = (self.study_path, self.out_dir, self.progress, sha256_json(loaded.study.model_dump(mode="json")))
+        with _LOCK:
+            if key not in _RUNS:  # one StudyRun per study content: tasks, hashes and snapshots computed once
+                _RUNS[key] = StudyRun(StudyDesign(loaded), self.out_dir, self.progress)
+            return _RUNS[key]
 
 
-@functools.cache
-def _study_run(study_path: str, out_dir: str, progress: bool) -> StudyRun:
-    # One StudyRun per process: tasks, hashes and snapshots are computed once.
-    return StudyRun.from_file(study_path, out_dir, progress)
+_RUNS: dict[tuple, StudyRun] = {}
+_LOCK = threading.Lock()
+# Tables read by each step of a run, so the tables it writes record their inputs: (run id, op) -> asset -> digest.
+_READ: dict[tuple[str, str], dict[str, str]] = {}
 
 
-def _partition(context: InputContext | OutputContext, key: str | None) -> tuple[str, ...]:
+def _partition(key: str | None) -> tuple[str, ...]:
     if key is None:
         return ()
     if isinstance(key, MultiPartitionKey):
@@ -43,25 +54,45 @@ def _table(context: InputContext | OutputContext) -> str:
 
 
 class TableIOManager(ConfigurableIOManager):
-    """Parquet tables through a pluggable `TableStore` (a local directory by default)."""
+    """Parquet tables through a pluggable `TableStore` (a local directory by default), each with a lineage record.
+
+    A run over many partitions (a single-run backfill) hands over a dict partition key -> table.
+    """
 
     root: str
 
     def store(self) -> TableStore:
         return LocalTableStore(self.root)
 
-    def handle_output(self, context: OutputContext, obj: pd.DataFrame) -> None:
-        key = context.partition_key if context.has_asset_partitions else None
-        address = self.store().write(_table(context), _partition(context, key), obj)
-        context.add_output_metadata({"path": address, "rows": len(obj)})
+    def handle_output(self, context: OutputContext, obj: pd.DataFrame | dict[str, pd.DataFrame]) -> None:
+        asset = _table(context)
+        if isinstance(obj, dict):
+            tables = {_partition(k): frame for k, frame in obj.items()}
+        else:
+            tables = {_partition(context.partition_key if context.has_asset_partitions else None): obj}
+        inputs = _READ.pop((context.run_id, context.op_def.name), {})
+        records = []
+        for partition, frame in sorted(tables.items()):
+            address = self.store().write(asset, partition, frame)
+            records.append(write_record(Path(self.root), asset, partition, Path(address), frame, context.run_id,
+                                        code_version().label, inputs))
+        paths = [r.path for r in records]
+        context.add_output_metadata({
+            "path": paths[0] if len(paths) == 1 else f"{Path(paths[0]).parent}/ ({len(paths)} tables)",
+            "rows": sum(r.rows for r in records),
+            "sha256": records[0].sha256 if len(records) == 1 else inputs_digest(records),
+            "run_id": context.run_id,
+            **{f"input/{name}": digest for name, digest in sorted(inputs.items())},
+        })
 
     def load_input(self, context: InputContext) -> pd.DataFrame:
         asset = _table(context)
-        if not context.has_asset_partitions:
-            return self.store().read(asset, ())
-        keys = context.asset_partition_keys
-        frames = [self.store().read(asset, _partition(context, k)) for k in keys
-                  if self.store().exists(asset, _partition(context, k))]
-        if not frames:
-            raise FileNotFoundError(f"no materialized partitions of {asset} among {list(keys)[:5]}…")
-        return pd.concat(frames, ignore_index=True)
+        root = Path(self.root)
+        keys = [_partition(k) for k in context.asset_partition_keys] if context.has_asset_partitions else [()]
+        present = [k for k in keys if self.store().exists(asset, k)]
+        if not present:
+            raise FileNotFoundError(f"no materialized partitions of {asset} among {[ '/'.join(k) for k in keys][:5]}; "
+                                    "materialize them first")
+        records = [r for r in (read_record(root, asset, k) for k in present) if r is not None]
+        _READ.setdefault((context.step_context.run_id, context.op_def.name), {})[asset] = inputs_digest(records)
+        return pd.concat([self.store().read(asset, k) for k in present], ignore_index=True)

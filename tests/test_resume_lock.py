@@ -38,7 +38,7 @@ def _hrbench(*args: str, **kwargs) -> subprocess.Popen:
 
 
 def _trial_tables(out: Path) -> pd.DataFrame:
-    return pd.concat([pd.read_parquet(out / "tables" / t) for t in ("checkpoint_trials", "natural_trials")])
+    return pd.concat([pd.read_parquet(out / "tables" / t) for t in ("checkpoint_trials", "baseline/natural_trials")])
 
 
 def _journal_keys(out: Path) -> list[str]:
@@ -148,7 +148,7 @@ def test_trials_that_ended_in_harness_error_are_retried_by_the_next_run(tmp_path
         assert (trials["exit_reason"] != "harness_error").all()
         retried = {a["trial_key"] for a in attempts}
         assert retried <= set(trials["trial_key"])  # the failed trials ran again and now have results
-        estimates = pd.read_parquet(out / "tables" / "stage_estimates" / "flaky.parquet")
+        estimates = pd.read_parquet(out / "tables" / "baseline" / "stage_estimates" / "flaky.parquet")
         assert (estimates["m"] == 2).all()  # every declared trial is in the estimate, none missing
     finally:
         server.close()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hrbench.protocol import DEMO_STUDY, StudyError, load_study
-from hrbench.preregistration import freeze
+from hrbench.preregistration import freeze, register_agent
 from hrbench.tasks.loader import load_registry
 
 
@@ -53,9 +53,13 @@ def test_agent_config_files_are_inlined_with_overrides_and_frozen(tmp_path: Path
     study = load_study(study_path).study
     assert [(a.id, a.sim.skill) for a in study.agents] == [("steady", 0.8), ("steady-2", 0.8)]
     tasks = load_registry(Path(__file__).parent / "fixtures" / "registry")
-    before = freeze(study, tasks).prereg_sha256
+    prereg = freeze(study, tasks)
+    before = register_agent(prereg, study.agent("steady")).agent_sha256
     _write(tmp_path / "agents" / "steady.yaml", "id: steady\nkind: sim\nsim: {skill: 0.7}\n")
-    assert freeze(load_study(study_path).study, tasks).prereg_sha256 != before  # the file is part of the protocol
+    changed = load_study(study_path).study
+    # the file is part of the agent's registration, not of the protocol (a new model joins the same study version)
+    assert freeze(changed, tasks).prereg_sha256 == prereg.prereg_sha256
+    assert register_agent(prereg, changed.agent("steady")).agent_sha256 != before
 
 
 def test_missing_agent_config_file_is_named(tmp_path: Path):

@@ -319,6 +319,10 @@ def record_from(spec: TrialSpec, outcomes: list[StageOutcome], wall_s: float, ag
 
 
 def trial_context(spec: TrialSpec, task: Task, study_seed: int) -> TrialContext:
-    """Per-trial seed from the study seed and the trial key: a resumed trial replays identically."""
-    seed = int.from_bytes(hashlib.sha256(f"{study_seed}|{spec.key}".encode()).digest()[:8], "little")
+    """Per-trial seed from the study seed and the trial key: a resumed trial replays identically.
+
+    The key's pre-registration prefix is left out: it changes with the code version, and the declared
+    `seed`, not the commit, is what fixes a study's randomness."""
+    unversioned = spec.key.split("/", 1)[1]
+    seed = int.from_bytes(hashlib.sha256(f"{study_seed}|{unversioned}".encode()).digest()[:8], "little")
     return TrialContext(trial_key=spec.key, seed=seed, task=task, kind=spec.kind)

@@ -317,7 +317,8 @@ def too_small_notes(residuals: pd.DataFrame) -> list[str]:
     notes = []
     rows = residuals[residuals["scope"] != "task"].drop_duplicates(["scope", "name"])
     for r in rows.itertuples():
-        flags = list(getattr(r, "flags", []) or [])
+        flags = getattr(r, "flags", None)
+        flags = [] if flags is None else list(flags)  # a numpy array after parquet: `or []` is ambiguous
         n = getattr(r, "n_tasks", None)
         if r.ci_method == "too-few-tasks":
             notes.append(f"{r.scope} {r.name} ({n} task{'s' if n != 1 else ''}): too few tasks for a population "

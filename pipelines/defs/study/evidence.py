@@ -8,6 +8,12 @@ def metadata_text(record: EventLogRecord | None, key: str) -> str | None:
     return getattr(value, "value", value)
 
 
+def metadata_for_agent(record: EventLogRecord | None, key: str, agent: str) -> str | None:
+    """A per-agent value: plain when the run materialized one agent, a mapping agent -> value when several."""
+    value = metadata_text(record, key)
+    return value.get(agent) if isinstance(value, dict) else value
+
+
 def latest_materialization(instance: DagsterInstance, asset: AssetKey, partition: str) -> EventLogRecord | None:
     records = instance.fetch_materializations(
         AssetRecordsFilter(asset_key=asset, asset_partitions=[partition]), limit=1
@@ -16,11 +22,14 @@ def latest_materialization(instance: DagsterInstance, asset: AssetKey, partition
 
 
 def prior_expected_success(instance: DagsterInstance, agent: str, prereg_sha256: str | None,
-                           before_timestamp: float | None = None, condition: str = "baseline") -> EventLogRecord | None:
-    """The latest `<condition>/expected_success` of this agent under this pre-registration, before a time if given."""
+                           agent_sha256: str | None, before_timestamp: float | None = None,
+                           condition: str = "baseline") -> EventLogRecord | None:
+    """The latest `<condition>/expected_success` of this agent under this pre-registration and agent
+    registration, before a time if given."""
     records = instance.fetch_materializations(
         AssetRecordsFilter(asset_key=AssetKey([condition, "expected_success"]), asset_partitions=[agent],
                            before_timestamp=before_timestamp),
         limit=50,
     ).records
-    return next((r for r in records if metadata_text(r, "prereg_sha256") == prereg_sha256), None)
+    return next((r for r in records if metadata_text(r, "prereg_sha256") == prereg_sha256
+                 and metadata_for_agent(r, "agent_sha256", agent) == agent_sha256), None)

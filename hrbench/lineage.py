@@ -1,0 +1,273 @@
+"""Lineage an auditor can check: a record beside every stored table, the chain behind each residual,
+and `verify`, which re-hashes an output directory and names every file that no longer matches.
+
+Layout under OUT: `preregistration.json` (the protocol), `registrations/<agent>.json` (one per
+agent), `tables/[<condition>/]<asset>[/<key>...].parquet`, and beside each table
+`lineage/[<condition>/]<asset>[/<key>...].json`:
+its sha256, rows, run id, time written and the sha256 of the tables it was computed from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+from pydantic import BaseModel
+
+from hrbench.preregistration import AgentRegistration, Preregistration
+from hrbench.protocol import sha256_json
+
+TRIAL_ASSETS = ("checkpoint_trials", "natural_trials")
+# Each condition's branch lives under its condition: `tables/<condition>/<asset>/…`, asset key `<condition>/<asset>`.
+CONDITION_ASSETS = ("stage_estimates", "expected_success", "natural_trials", "observed_success", "horizon_residuals")
+
+
+class TableRecord(BaseModel):
+    """What was stored, by which run, when, from what."""
+
+    asset: str
+    partition: list[str]
+    path: str  # relative to the output directory
+    sha256: str  # of the parquet file's bytes
+    rows: int
+    run_id: str
+    written_at: str  # ISO 8601, UTC
+    code_version: str
+    prereg_sha256: list[str]
+    agent_sha256: list[str]
+    inputs: dict[str, str]  # upstream asset -> sha256 over the records of the tables read
+
+
+def record_path(out_dir: Path, asset: str, partition: tuple[str, ...]) -> Path:
+    base = Path(out_dir) / "lineage"
+    if not partition:
+        return base / f"{asset}.json"
+    return base.joinpath(asset, *partition[:-1], f"{partition[-1]}.json")
+
+
+def write_record(out_dir: Path, asset: str, partition: tuple[str, ...], table_path: Path, frame: pd.DataFrame,
+                 run_id: str, code_version: str, inputs: dict[str, str]) -> TableRecord:
+    """Record a table just written (atomically, like the table)."""
+    out_dir = Path(out_dir)
+    record = TableRecord(
+        asset=asset, partition=list(partition), path=str(Path(table_path).resolve().relative_to(out_dir.resolve())),
+        sha256=file_sha256(table_path), rows=len(frame), run_id=run_id,
+        written_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"), code_version=code_version,
+        prereg_sha256=_distinct(frame, "prereg_sha256"), agent_sha256=_distinct(frame, "agent_sha256"),
+        inputs=inputs,
+    )
+    target = record_path(out_dir, asset, partition)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = target.with_suffix(".tmp")
+    scratch.write_text(record.model_dump_json(indent=2) + "\n")
+    scratch.replace(target)
+    return record
+
+
+def read_record(out_dir: Path, asset: str, partition: tuple[str, ...]) -> TableRecord | None:
+    path = record_path(out_dir, asset, partition)
+    return TableRecord.model_validate_json(path.read_text()) if path.is_file() else None
+
+
+def inputs_digest(records: list[TableRecord]) -> str:
+    """One version for the set of tables an asset read (order-free)."""
+    return sha256_json(sorted(r.sha256 for r in records))
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _distinct(frame: pd.DataFrame, column: str) -> list[str]:
+    return sorted(str(v) for v in frame[column].dropna().unique()) if column in frame and len(frame) else []
+
+
+# -- verify -----------------------------------------------------------------------------------
+
+
+class Problem(BaseModel):
+    path: str  # relative to the output directory
+    problem: str
+
+
+def verify(out_dir: Path) -> tuple[list[Problem], dict[str, int]]:
+    """Re-hash everything under OUT; return the problems (file and what is wrong) and what was checked."""
+    out_dir = Path(out_dir)
+    problems: list[Problem] = []
+    checked: dict[str, int] = defaultdict(int)
+
+    def bad(path: Path, text: str) -> None:
+        problems.append(Problem(path=_rel(out_dir, path), problem=text))
+
+    prereg_path = out_dir / "preregistration.json"
+    if not prereg_path.is_file():
+        return [Problem(path="preregistration.json", problem="missing: not an hrbench output directory, or the "
+                        "study never got past its pre-registration")], dict(checked)
+    try:
+        prereg = Preregistration.model_validate_json(prereg_path.read_text())
+    except ValueError as exc:
+        return [Problem(path="preregistration.json", problem=f"unreadable: {str(exc).splitlines()[0]}")], dict(checked)
+    checked["pre-registration"] += 1
+    if sha256_json(prereg.body()) != prereg.prereg_sha256:
+        bad(prereg_path, f"content does not hash to its prereg_sha256 {prereg.prereg_sha256[:12]}: edited after "
+                         "it was frozen")
+
+    registrations: dict[str, AgentRegistration] = {}
+    for path in sorted((out_dir / "registrations").glob("*.json")):
+        checked["agent registrations"] += 1
+        try:
+            reg = AgentRegistration.model_validate_json(path.read_text())
+        except ValueError as exc:
+            bad(path, f"unreadable: {str(exc).splitlines()[0]}")
+            continue
+        if sha256_json(reg.body()) != reg.agent_sha256:
+            bad(path, f"content does not hash to its agent_sha256 {reg.agent_sha256[:12]}: edited after registration")
+        if reg.prereg_sha256 != prereg.prereg_sha256:
+            bad(path, f"registered under pre-registration {reg.prereg_sha256[:12]}, not this directory's "
+                      f"{prereg.prereg_sha256[:12]}")
+        if path.stem != reg.agent:
+            bad(path, f"holds agent {reg.agent!r}, not {path.stem!r}")
+        registrations[reg.agent] = reg
+
+    tables_dir = out_dir / "tables"
+    tables = sorted(tables_dir.rglob("*.parquet")) if tables_dir.is_dir() else []
+    for table in tables:
+        checked["tables"] += 1
+        parts = table.relative_to(tables_dir).with_suffix("").parts
+        split = 2 if len(parts) > 2 and parts[1] in CONDITION_ASSETS else 1
+        asset, partition = "/".join(parts[:split]), tuple(parts[split:])
+        record = read_record(out_dir, asset, partition)
+        if record is None:
+            bad(table, f"no lineage record ({_rel(out_dir, record_path(out_dir, asset, partition))}): not written "
+                       "by hrbench, or its record was deleted")
+            continue
+        if file_sha256(table) != record.sha256:
+            bad(table, f"sha256 differs from its lineage record (written by run {record.run_id} at "
+                       f"{record.written_at}): the table was changed after it was written")
+            continue
+        frame = pd.read_parquet(table)
+        if set(record.prereg_sha256) - {prereg.prereg_sha256} or ("prereg_sha256" in frame and
+                                                                  set(frame["prereg_sha256"]) - {prereg.prereg_sha256}):
+            bad(table, "rows carry a prereg_sha256 that is not this directory's pre-registration")
+        if "agent" in frame and len(frame):
+            for agent, rows in frame.groupby("agent"):
+                reg = registrations.get(str(agent))
+                if reg is None:
+                    bad(table, f"rows of agent {agent!r}, which has no registration in registrations/")
+                elif "agent_sha256" in rows and set(rows["agent_sha256"]) - {reg.agent_sha256}:
+                    bad(table, f"rows of agent {agent!r} carry an agent_sha256 that is not its registration's "
+                               f"{reg.agent_sha256[:12]}")
+        if asset.split("/")[-1] in TRIAL_ASSETS:
+            checked["trial rows matched to the journal"] += _verify_against_journal(out_dir, table, frame, bad)
+    return problems, dict(checked)
+
+
+def _verify_against_journal(out_dir: Path, table: Path, frame: pd.DataFrame, bad) -> int:
+    """Every trial row equals the journal line of the same trial (the journal is written as trials finish)."""
+    if not len(frame):
+        return 0
+    journal: dict[str, dict] = {}
+    kind = str(frame["kind"].iloc[0])
+    for agent, task in {(str(a), str(t)) for a, t in zip(frame["agent"], frame["task"])}:
+        for path in (out_dir / "journal").glob(f"*/{kind}/{agent}/{task}.jsonl"):
+            for line in path.read_text(errors="replace").splitlines():
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                journal.setdefault(row.get("trial_key"), row)
+    compared = 0
+    for row in frame.to_dict("records"):
+        logged = journal.get(row["trial_key"])
+        if logged is None:
+            if row.get("exit_reason") != "harness_error":  # infrastructure failures are not journaled
+                bad(table, f"trial {row['trial_key']} is not in the journal")
+                return compared
+            continue
+        for field in ("passed", "stages_passed", "exit_reason", "turns", "stage_outcomes_json"):
+            if field in logged and logged[field] != row[field]:
+                bad(table, f"trial {row['trial_key']}: {field} is {row[field]!r} in the table but "
+                           f"{logged[field]!r} in the journal")
+                return compared
+        compared += 1
+    return compared
+
+
+def _rel(out_dir: Path, path: Path) -> str:
+    try:
+        return str(Path(path).relative_to(out_dir))
+    except ValueError:
+        return str(path)
+
+
+# -- lineage ------------------------------------------------------------------------------------
+
+
+def lineage_lines(out_dir: Path) -> list[str]:
+    """For each residual row: the chain back to its trials, agent registration, tasks, code and protocol."""
+    out_dir = Path(out_dir)
+    prereg = Preregistration.model_validate_json((out_dir / "preregistration.json").read_text())
+    lines = [
+        f"pre-registration {prereg.prereg_sha256}  frozen {prereg.frozen_at}  (preregistration.json)",
+        f"  code {prereg.code.label}  commit {prereg.code.git_commit or '—'}  dirty {prereg.code.dirty}  "
+        f"source {prereg.code.source_sha256[:12]}  check library {prereg.check_library_sha256[:12]}",
+        f"  sandbox {prereg.sandbox.get('bwrap')}  budget {json.dumps(prereg.sandbox.get('budget'), sort_keys=True)}",
+        "  tasks " + ", ".join(f"{t.name}={t.content_sha256[:12]}" for t in prereg.tasks),
+    ]
+    tables_dir = out_dir / "tables"
+    residual_tables = sorted(tables_dir.glob("*/horizon_residuals/*.parquet")) if tables_dir.is_dir() else []
+    for table in residual_tables:
+        agent, condition = table.stem, table.parent.parent.name
+        residuals = pd.read_parquet(table)
+        record = read_record(out_dir, f"{condition}/horizon_residuals", (agent,))
+        reg_path = out_dir / "registrations" / f"{agent}.json"
+        reg = AgentRegistration.model_validate_json(reg_path.read_text()) if reg_path.is_file() else None
+        lines.append("")
+        lines.append(f"agent {agent}  condition {condition}  registration {reg.agent_sha256[:12] if reg else 'MISSING'}"
+                     f"  registered {reg.registered_at if reg else '—'}  (registrations/{agent}.json)")
+        expected = read_record(out_dir, f"{condition}/expected_success", (agent,))
+        natural = [read_record(out_dir, f"{condition}/natural_trials", (agent, t.name)) for t in prereg.tasks]
+        checkpoint = [read_record(out_dir, "checkpoint_trials", (agent, t.name)) for t in prereg.tasks]
+        first_natural = min((r.written_at for r in natural if r), default=None)
+        order = "expected before observed" if expected and first_natural and expected.written_at < first_natural \
+            else "ORDER NOT SHOWN (expected_success must precede natural_trials)"
+        lines.append(f"  checkpoint_trials {sum(r.rows for r in checkpoint if r)} rows in "
+                     f"{sum(1 for r in checkpoint if r)} tables, last written "
+                     f"{max((r.written_at for r in checkpoint if r), default='—')}")
+        lines.append(f"  expected_success  {expected.written_at if expected else '—'}  run "
+                     f"{expected.run_id[:8] if expected else '—'}  (P_expected fixed)")
+        lines.append(f"  natural_trials    {first_natural or '—'} first written  "
+                     f"{sum(r.rows for r in natural if r)} rows  -> {order}")
+        lines.append(f"  horizon_residuals {record.written_at if record else '—'}  run "
+                     f"{record.run_id[:8] if record else '—'}  sha256 {record.sha256[:12] if record else '—'}")
+        for row in residuals.itertuples():
+            gamma = "—" if pd.isna(row.gamma) else f"{row.gamma:.3f}"
+            if row.scope == "task":
+                ck = read_record(out_dir, "checkpoint_trials", (agent, row.name))
+                nat = read_record(out_dir, f"{condition}/natural_trials", (agent, row.name))
+                content = next((t.content_sha256[:12] for t in prereg.tasks if t.name == row.name), "—")
+                lines.append(f"    {row.condition} task:{row.name}  Γ={gamma}  <- {_table(ck)} + {_table(nat)}  "
+                             f"task content {content}")
+                continue
+            task_hashes = ", ".join(f"{t.name}:{t.content_sha256[:8]}" for t in prereg.tasks
+                                    if row.scope == "all" or t.name == row.name or _family(prereg, t.name) == row.name)
+            lines.append(f"    {row.condition} {row.scope}:{row.name}  Γ={gamma}  <- trials of tasks [{task_hashes}]")
+    return lines
+
+
+def _table(record: TableRecord | None) -> str:
+    if record is None:
+        return "(no lineage record)"
+    return f"{record.path} ({record.rows} rows, sha256 {record.sha256[:12]}, run {record.run_id[:8]}, {record.written_at})"
+
+
+def _family(prereg: Preregistration, task: str) -> str | None:
+    return next((t.family for t in prereg.tasks if t.name == task), None)

@@ -1,0 +1,45 @@
+"""A small study whose agents live in their own files, as users keep them, and helpers to grow it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import FIXTURES
+
+AGENTS = {
+    "steady": {"id": "steady", "kind": "sim", "sim": {"skill": 0.9}},
+    "rotting": {"id": "rotting", "kind": "sim", "sim": {"skill": 0.9, "context_rot": 0.3}},
+    "third": {"id": "third", "kind": "sim", "sim": {"skill": 0.8}},
+}
+
+
+def write_study(root: Path, agents: list[str], name: str = "deploy") -> Path:
+    """study.yaml + agents/<id>.yaml for the given agents, over the fixture registry."""
+    (root / "agents").mkdir(parents=True, exist_ok=True)
+    for agent in agents:
+        (root / "agents" / f"{agent}.yaml").write_text(yaml.safe_dump(AGENTS[agent]))
+    study = {
+        "name": name, "tasks": {"registry": str(FIXTURES / "registry")},
+        "agents": [{"config": f"agents/{a}.yaml"} for a in agents],
+        "trials": {"checkpoint": 4, "natural": 6}, "bootstrap": {"n_boot": 200, "seed": 1}, "concurrency": 4,
+    }
+    path = root / "study.yaml"
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    return path
+
+
+def snapshot(out: Path, agents: list[str]) -> dict[str, bytes]:
+    """Bytes of every table and journal of the given agents."""
+    files = {}
+    for path in sorted((out / "tables").rglob("*.parquet")) + sorted((out / "journal").rglob("*.jsonl")):
+        if any(part in agents for part in path.relative_to(out).parts) or path.stem in agents:
+            files[str(path.relative_to(out))] = path.read_bytes()
+    return files
+
+
+@pytest.fixture
+def study_dir(tmp_path: Path) -> Path:
+    return tmp_path

@@ -1,0 +1,90 @@
+"""Protects "backfill a new model": adding an agent file runs exactly that agent, nothing already there changes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from dagster import DagsterInstance, build_sensor_context
+
+from pipelines.builder import build_definitions
+from pipelines.defs.study.partitions import AGENTS
+from pipelines.materialize import launch_step, run_study
+from tests.deploy.conftest import snapshot, write_study
+
+
+def _sensor(defs):
+    return next(s for s in defs.sensors if s.name == "agent_files_sensor")
+
+
+def test_a_new_agent_file_backfills_only_that_agent(tmp_path: Path):
+    study = write_study(tmp_path, ["steady", "rotting"])
+    out = tmp_path / "out"
+    instance = DagsterInstance.ephemeral()
+    run_study(study, out, instance=instance, progress=False)
+    prereg_before = (out / "preregistration.json").read_bytes()
+    old = snapshot(out, ["steady", "rotting"])
+    assert len(old) > 10 and any("journal" in k for k in old)
+    runs_before = {r.run_id for r in instance.get_runs()}
+
+    # the user adds a model: one more agent file, one more line in the study
+    write_study(tmp_path, ["steady", "rotting", "third"])
+    defs = build_definitions(study, out)
+    sensor = _sensor(defs)
+    cursor, ticks, requested = None, 0, []
+    while True:
+        ticks += 1
+        assert ticks < 12, "the sensor never finished the new agent"
+        result = sensor(build_sensor_context(instance=instance, cursor=cursor))
+        cursor = result.cursor
+        for request in result.dynamic_partitions_requests:
+            assert list(request.partition_keys) == ["third"]  # the old agents have their partitions
+            instance.add_dynamic_partitions(AGENTS.name, list(request.partition_keys))
+        if not result.run_requests:
+            break
+        for request in result.run_requests:
+            partition_tags = {k: v for k, v in request.tags.items() if "partition" in k}
+            if request.job_name != "study_report_job":
+                assert request.tags["hrbench/agent"] == "third"
+                assert partition_tags and all(v.split("|")[0] == "third" for v in partition_tags.values()), request
+            else:
+                assert not partition_tags
+            requested.append(request.job_name)
+            launch_step(instance, request.job_name, {**request.tags, "dagster/run_key": request.run_key or ""},
+                        study, out)
+    assert requested == ["agent_registration_job", "checkpoint_trials_job", "expected_success_job",
+                         "natural_trials_job", "horizon_residuals_job", "study_report_job"]
+    assert json.loads(cursor) .keys() == {"steady", "rotting", "third"}
+
+    for kind in ("checkpoint_trials", "baseline/natural_trials"):
+        table = pd.read_parquet(out / "tables" / kind / "third" / "tiny-chain.parquet")
+        assert len(table) and set(table["agent"]) == {"third"}
+    assert snapshot(out, ["steady", "rotting"]) == old  # tables and journals byte-identical: nothing re-ran
+    assert (out / "preregistration.json").read_bytes() == prereg_before  # the protocol did not change
+    new_runs = [r for r in instance.get_runs() if r.run_id not in runs_before]
+    assert len(new_runs) == len(requested)  # one run per step, whatever the number of tasks
+    summary = json.loads((out / "summary.json").read_text())
+    assert {r["agent"] for r in summary["residuals"]} == {"steady", "rotting", "third"}
+    # and the next tick has nothing left to do
+    assert not sensor(build_sensor_context(instance=instance, cursor=cursor)).run_requests
+
+
+def test_a_changed_agent_is_refused_not_rerun(tmp_path: Path):
+    study = write_study(tmp_path, ["steady"])
+    out = tmp_path / "out"
+    instance = DagsterInstance.ephemeral()
+    run_study(study, out, instance=instance, progress=False)
+    before = snapshot(out, ["steady"])
+    changed = yaml.safe_load((tmp_path / "agents" / "steady.yaml").read_text())
+    changed["sim"]["skill"] = 0.5
+    (tmp_path / "agents" / "steady.yaml").write_text(yaml.safe_dump(changed))
+    result = _sensor(build_definitions(study, out))(build_sensor_context(instance=instance))
+    assert not result.run_requests
+    from hrbench.protocol import StudyError
+
+    with pytest.raises(StudyError, match="a changed agent is a new agent"):
+        run_study(study, out, instance=instance, progress=False)
+    assert snapshot(out, ["steady"]) == before
