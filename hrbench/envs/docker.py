@@ -42,8 +42,9 @@ from typing import TYPE_CHECKING
 
 from hrbench.envs.base import ExecResult, SandboxError, VerifierResult
 from hrbench.envs.confine import SANDBOX_PATH
-from hrbench.envs.local import CHECK_LIBRARY, _read_reward
+from hrbench.envs.local import CHECK_LIBRARY, _read_rewards, _unit
 from hrbench.envs.shell import PersistentShell
+from hrbench.tasks.harbor import RewardError, primary_reward
 from hrbench.tasks.model import Stage, Task
 
 if TYPE_CHECKING:
@@ -385,9 +386,15 @@ class DockerEnvironment:
         with tempfile.TemporaryDirectory(prefix="hrbench-reward-") as tmp:
             for name, data in files.items():
                 (Path(tmp) / name).write_bytes(data)
-            reward, rewards = _read_reward(Path(tmp))
-        return VerifierResult(reward=reward, passed=reward >= 1.0 - 1e-9, output=output[-4000:],
-                              duration_s=run.duration_s, rewards=rewards)
+            # The same reward semantics as local (Harbor's: reward.txt, else reward.json's `reward`;
+            # no reward file is a verifier error, never a silent 0).
+            try:
+                rewards = _read_rewards(Path(tmp))
+                reward, error = _unit(primary_reward(rewards)), None
+            except RewardError as exc:
+                rewards, reward, error = {}, 0.0, str(exc)
+        return VerifierResult(reward=reward, passed=error is None and reward >= 1.0 - 1e-9, output=output[-4000:],
+                              duration_s=run.duration_s, rewards=rewards, error=error)
 
     # -- lifetime --------------------------------------------------------------------------
 
