@@ -331,6 +331,20 @@ class DockerEnvironment:
                                             _tar({path.removeprefix("/run/"): (script.encode(), 0o644)}))
         return [path], None
 
+    def run_solution(self, stage: Stage, script: str | None = None) -> ExecResult:
+        """The stage's reference solution (or `script` in its place, the audit's key-step-removed variant),
+        typed into bash from WORKDIR. Harbor's /solution upload (sibling helpers) is local-only so far
+        (docs/docker.md)."""
+        return self.exec(script if script is not None else stage.solution_script(),
+                         stage.agent_timeout_sec or self.task.agent_timeout_sec)
+
+    def begin_stage(self, stage: Stage) -> None:
+        """Harbor step workdir/ files, setup.sh and healthchecks run on local only so far: refuse a
+        stage that needs them rather than run it without them."""
+        if stage.workdir_files is not None or stage.setup_script is not None or stage.healthcheck is not None:
+            raise SandboxError(f"task {self.task.name!r}: step {stage.name!r} has workdir/ files, a setup.sh or "
+                               "a healthcheck, which the docker backend does not run yet; use the local backend")
+
     def exec(self, command: str, timeout_s: float) -> ExecResult:
         """Run `command` with bash as the agent user, bounded by `timeout_s`."""
         return self._wrapped(command, self.user, timeout_s)
