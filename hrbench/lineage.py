@@ -176,8 +176,11 @@ def _verify_against_journal(out_dir: Path, table: Path, frame: pd.DataFrame, bad
         return 0
     journal: dict[str, dict] = {}
     kind = str(frame["kind"].iloc[0])
+    # natural rollouts are journaled per condition (journal/<prereg>/natural/<condition>/<agent>/<task>.jsonl)
+    where = {f"{kind}/{c}" if kind == "natural" else kind
+             for c in (frame["condition"] if "condition" in frame else [None])}
     for agent, task in {(str(a), str(t)) for a, t in zip(frame["agent"], frame["task"])}:
-        for path in (out_dir / "journal").glob(f"*/{kind}/{agent}/{task}.jsonl"):
+        for path in (p for w in where for p in (out_dir / "journal").glob(f"*/{w}/{agent}/{task}.jsonl")):
             for line in path.read_text(errors="replace").splitlines():
                 try:
                     row = json.loads(line)
@@ -231,8 +234,8 @@ def lineage_lines(out_dir: Path) -> list[str]:
         reg_path = out_dir / "registrations" / f"{agent}.json"
         reg = AgentRegistration.model_validate_json(reg_path.read_text()) if reg_path.is_file() else None
         lines.append("")
-        lines.append(f"agent {agent}  condition {condition}  registration {reg.agent_sha256[:12] if reg else 'MISSING'}"
-                     f"  registered {reg.registered_at if reg else '—'}  (registrations/{agent}.json)")
+        lines.append(f"agent {agent}  registration {reg.agent_sha256[:12] if reg else 'MISSING'}  registered "
+                     f"{reg.registered_at if reg else '—'}  (registrations/{agent}.json)  condition {condition}")
         expected = read_record(out_dir, f"{condition}/expected_success", (agent,))
         natural = [read_record(out_dir, f"{condition}/natural_trials", (agent, t.name)) for t in prereg.tasks]
         checkpoint = [read_record(out_dir, "checkpoint_trials", (agent, t.name)) for t in prereg.tasks]

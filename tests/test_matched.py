@@ -52,12 +52,13 @@ def test_natural_trials_before_their_expected_success_are_still_blocked(matched_
     instance.add_dynamic_partitions(AGENTS.name, ["steady"])
     partition = str(MultiPartitionKey({"agent": "steady", "task": "tiny-chain"}))
     assets = list(defs.assets) + list(defs.asset_checks)
-    # The prefix rollouts and matched checkpoints exist: outcomes of this agent have been recorded ...
-    for names in (["preregistration"], ["prefix_rollouts", "checkpoint_trials"]):
-        result = materialize(assets, selection=AssetSelection.assets(*names),
-                             partition_key=None if names == ["preregistration"] else partition, instance=instance,
+    # The prefix rollouts and matched checkpoints exist (after the agent's registration, which every trial
+    # needs): outcomes of this agent have been recorded ...
+    for names, key in ((["preregistration"], None), (["agent_registration"], "steady"),
+                       (["prefix_rollouts", "checkpoint_trials"], partition)):
+        result = materialize(assets, selection=AssetSelection.assets(*names), partition_key=key, instance=instance,
                              resources=defs.resources, raise_on_error=False, run_config=QUIET)
-        assert result.success
+        assert result.success, names
     # ... but no prediction is fixed yet: the observed rollouts must be refused.
     result = materialize(assets, selection=AssetSelection.assets(AssetKey(["baseline", "natural_trials"])),
                          partition_key=partition, instance=instance, resources=defs.resources, raise_on_error=False,

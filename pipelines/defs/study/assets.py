@@ -167,7 +167,7 @@ def build_study_assets(agent_task: MultiPartitionsDefinition, conditions: list[s
         # Beta/preview parameters we rely on deliberately: single-run backfill policies, automation conditions.
         warnings.simplefilter("ignore", BetaWarning)
         warnings.simplefilter("ignore", PreviewWarning)
-        return _build(agent_task, conditions, prefix_rollouts)
+        return _build(agent_task, conditions, with_prefix=prefix_rollouts)
 
 
 def _per_agent(context: AssetExecutionContext, run: StudyRun, compute) -> tuple[dict, dict]:
@@ -181,7 +181,8 @@ def _of(frame: pd.DataFrame, agent: str) -> pd.DataFrame:
 
 
 def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
-           prefix_rollouts: bool) -> list[AssetsDefinition]:
+           with_prefix: bool) -> list[AssetsDefinition]:
+    # `with_prefix`, not `prefix_rollouts`: the asset function of that name below would shadow the flag.
     version = code_version().label
 
     @asset(group_name=PROTOCOL, code_version=version, automation_condition=STALE)
@@ -269,7 +270,7 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
     @asset(partitions_def=agent_task, group_name=TRIALS, code_version=version, backfill_policy=SINGLE_RUN,
            automation_condition=STALE,
            deps=[AssetDep(agent_registration, partition_mapping=BY_AGENT),
-                 *([prefix_rollouts] if prefix_rollouts else [])])
+                 *([prefix_rollouts] if with_prefix else [])])
     def checkpoint_trials(context: AssetExecutionContext, study: StudyResource) -> Output[dict]:
         """m_i trials of each stage from its declared checkpoint e_{i-1}, one row per trial, for every
         distinct checkpoint protocol (keyed by its hash: conditions sharing a protocol share its trials)."""
@@ -354,7 +355,7 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
         })
 
     return [task_catalog, verifier_audit, preregistration, agent_registration,
-            *([prefix_rollouts] if prefix_rollouts else []), checkpoint_trials, *branches,
+            *([prefix_rollouts] if with_prefix else []), checkpoint_trials, *branches,
             *([intervention_contrasts] if interventions else []), sensitivity_sweep, resource_accounting, study_report]
 
 
@@ -461,8 +462,10 @@ def _condition_branch(condition: str, agent_task: MultiPartitionsDefinition, ver
         extra = {}
         if len(tables) == 1:
             overall = headline[headline["scope"] == "all"].iloc[0]
-            extra = {"gamma_all": float(overall["gamma"]), "ci_low": float(overall["ci_low"]),
-                     "ci_high": float(overall["ci_high"])}
+            # an undefined Γ or a missing interval (too few tasks for one) is left out, not shown as a number
+            extra = {k: float(overall[k]) for k in ("gamma", "ci_low", "ci_high")
+                     if overall[k] is not None and not pd.isna(overall[k])}
+            extra = {("gamma_all" if k == "gamma" else k): v for k, v in extra.items()}
         return _output(tables, _version(tables), metadata=_meta(
             run, tables, regs, residuals=MetadataValue.md(residual_markdown(headline)), forest_plot=_plot(everything),
             **extra))
