@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hrbench.protocol import DEMO_STUDY, StudyError, load_study
+from hrbench.protocol import DEMO_STUDY, INTERVENTIONS_STUDY, StudyError, load_study
 from hrbench.preregistration import freeze, register_agent
 from hrbench.tasks.loader import load_registry
 
@@ -17,10 +17,16 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def test_demo_study_is_valid_and_declares_three_sim_agents_and_four_conditions():
-    study = load_study(DEMO_STUDY).study
+def test_demo_study_is_valid_and_declares_two_sim_agents_on_the_ten_workflow_tasks():
+    loaded = load_study(DEMO_STUDY)
+    assert [a.kind for a in loaded.study.agents] == ["sim", "sim"]
+    assert loaded.study.zero_rule == "jeffreys" and loaded.study.condition_names == ["baseline"]
+    assert len(loaded.study.tasks.include) == 10
+
+
+def test_interventions_study_declares_three_sim_agents_and_four_conditions():
+    study = load_study(INTERVENTIONS_STUDY).study
     assert [a.kind for a in study.agents] == ["sim", "sim", "sim"]
-    assert study.zero_rule == "jeffreys"
     assert study.condition_names == ["baseline", "context_reset", "state_repair", "compaction"]
 
 
