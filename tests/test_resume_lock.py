@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -171,11 +172,13 @@ for line in sys.stdin:
 
 
 def test_a_command_agent_that_crashes_once_completes_on_the_next_run(tmp_path: Path):
-    state = tmp_path / "agent-state"
-    state.mkdir()
+    # The program runs in its own sandbox as the sandbox uid: its folder must be reachable by that uid
+    # (pytest's tmp_path is not) and declared writable, and it runs Debian's python3 (the venv's is not there).
+    state = Path(tempfile.mkdtemp(prefix="hrbench-crashy-"))
+    os.chmod(state, 0o777)
     (state / "agent.py").write_text(CRASH_ONCE % SOLVE)
-    agent_spec = CommandAgentSpec(id="crashy", kind="command", argv=[sys.executable, "agent.py"], cwd=str(state),
-                                  reply_timeout_sec=20)
+    agent_spec = CommandAgentSpec(id="crashy", kind="command", argv=["/usr/bin/python3", "agent.py"], cwd=str(state),
+                                  writable=[str(state)], reply_timeout_sec=20)
     task, backend, out = load_task(FIXTURES / "registry" / "tiny-chain"), LocalBackend(tmp_path / "cache"), tmp_path
     protocol = CheckpointProtocol(budget=Budget(max_turns=4, timeout_sec=60, command_timeout_sec=5))
     specs = [spec("checkpoint", stage=s, index=i) for s in ("make", "double") for i in range(2)]
