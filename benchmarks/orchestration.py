@@ -33,7 +33,7 @@ from dagster import DagsterInstance  # noqa: E402
 import pipelines.definitions  # noqa: E402,F401  (imports are process start-up, not orchestration: paid before timing)
 from hrbench.harness.records import TrialRecord  # noqa: E402
 from hrbench.study_run import StudyRun  # noqa: E402
-from pipelines.defs.study.jobs import STEPS, step_tags  # noqa: E402
+from pipelines.defs.study.jobs import step_tags, steps_for  # noqa: E402
 from pipelines.materialize import launch_step  # noqa: E402
 
 AGENT = "sim-bench"
@@ -63,10 +63,10 @@ def write_tasks(registry: Path, n: int) -> None:
 def journal_everything(run: StudyRun) -> int:
     """Every checkpoint and natural trial of the study, as finished trials in their journals."""
     n = 0
-    for task in run.tasks:
-        for kind, specs in (("checkpoint", run.checkpoint_specs(AGENT, task.name)),
-                            ("natural", run.natural_specs(AGENT, task.name))):
-            journal = run._journal(kind, AGENT, task.name)
+    for task in run.design.tasks:
+        for kind, specs, condition in (("checkpoint", run.runner.checkpoint_specs(AGENT, task.name), None),
+                                       ("natural", run.runner.natural_specs(AGENT, task.name, "baseline"), "baseline")):
+            journal = run.runner._journal(kind, AGENT, task.name, condition)
             for i, spec in enumerate(specs):
                 passed = (hash(spec.key) + i) % 5 != 0  # mostly passing, never all: every estimate is defined
                 journal.append(TrialRecord(
@@ -93,10 +93,10 @@ def synthetic(n_tasks: int) -> dict:
         trials = journal_everything(run)
         instance = DagsterInstance.ephemeral()
         instance.add_dynamic_partitions("agent", [AGENT])
-        names = [t.name for t in run.tasks]
+        names = [t.name for t in run.design.tasks]
         per_step = {}
         start = time.perf_counter()
-        for step in STEPS[1:]:
+        for step in steps_for(run.study)[1:]:
             t0 = time.perf_counter()
             agent = AGENT if step.partitioned != "none" else None
             launch_step(instance, step.job, {"hrbench/study": "orchestration", **step_tags(step, agent, names)},

@@ -361,12 +361,10 @@ def ui(out: Path = typer.Option(Path("out"), help="output directory of the study
     if study is None:
         study = Path(recorded.study_file) if recorded else DEMO_STUDY
     elif recorded and Path(recorded.study_file) != study.resolve():
-        err.print(f"error: {out} was made by {recorded.study_file}, not {study.resolve()}; drop --study to show "
-                  "it, or pass another --out for this study", markup=False)
-        raise typer.Exit(1)
+        raise _fail(f"{out} was made by {recorded.study_file}, not {study.resolve()}; drop --study to show "
+                    "it, or pass another --out for this study")
     if not study.is_file():
-        err.print(f"error: study file {study} (recorded in {out / 'study_source.json'}) does not exist", markup=False)
-        raise typer.Exit(1)
+        raise _fail(f"study file {study} (recorded in {out / 'study_source.json'}) does not exist")
     home = Path(os.environ.get("DAGSTER_HOME") or (out / ".dagster")).resolve()
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").exists():
@@ -387,8 +385,7 @@ def lineage(out: Path = typer.Argument(..., help="output directory of a study ru
     from hrbench.lineage import lineage_lines
 
     if not (out / "preregistration.json").is_file():
-        err.print(f"error: {out} has no preregistration.json: run a study into it first", markup=False)
-        raise typer.Exit(1)
+        raise _fail(f"{out} has no preregistration.json: run a study into it first")
     for line in lineage_lines(out):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
