@@ -255,6 +255,15 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+TAMPER_LOCAL_ONLY = ("tamper check not run: it reads workspace directories, which only the local backend has "
+                     "so far (reference, nothing and key-step checks ran)")
+
+
+def _has_workspaces(backend: LocalBackend, task: Task) -> bool:
+    """The tamper check compares workspace directories; a backend whose states are images cannot run it yet."""
+    return isinstance(backend.checkpoint_state(task, 0), Path)
+
+
 def _snapshot(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): _digest(p) for p in root.rglob("*") if p.is_file() or p.is_symlink()}
 
@@ -340,7 +349,7 @@ class _EditedRun(BaseModel):
 def _edited_chain(task: Task, backend: LocalBackend) -> tuple[list[str], list[_EditedRun]]:
     """Tamper (c) for every stage at once: edit e_0's inputs, then run sigma_1, verify stage 1,
     run sigma_2, verify stage 2, ... in one workspace (verifiers do not write the workspace)."""
-    inputs = _original_inputs(task, backend)
+    inputs = _original_inputs(task, backend) if _has_workspaces(backend, task) else []
     if not inputs:
         return inputs, []
     paths = [f"{task.workdir}/{rel}" for rel in inputs]
@@ -387,13 +396,14 @@ def _audit_stage(task: Task, stage: Stage, backend: LocalBackend) -> _StageRuns:
     key_check = KEY_NOT_APPLICABLE
     try:
         removed_script = stage.solution_without_key_step() if stage.has_key_step else None
-        before = _snapshot(backend.checkpoint_state(task, stage.index))
+        tamper = _has_workspaces(backend, task)
+        before = _snapshot(backend.checkpoint_state(task, stage.index)) if tamper else {}
         env = backend.start(task, stage.index)
         try:
             ref_run = env.run_solution(stage)
             ref_check = env.verify(stage)
             ref = ref_check.reward
-            reference = _snapshot(env.workspace)
+            reference = _snapshot(env.workspace) if tamper else {}
         finally:
             env.close()
         if ref < 1.0:
@@ -423,7 +433,10 @@ def _audit_stage(task: Task, stage: Stage, backend: LocalBackend) -> _StageRuns:
             if removed_check.passed:
                 problems.append("removing the key step still passes: the verifier does not test the key step; "
                                 + explain(removed_check))
-        forged, why = _forge_attack(task, stage, backend, baseline=nothing if not nothing_run.passed else 0.0)
+        forged, why = (_forge_attack(task, stage, backend, baseline=nothing if not nothing_run.passed else 0.0)
+                       if tamper else (None, None))
+        if not tamper:
+            notes.append(TAMPER_LOCAL_ONLY)
         if why:
             (problems if task.strict_integrity else notes).append(why if task.strict_integrity else _lenient(why))
     except (TaskError, SandboxError) as exc:
