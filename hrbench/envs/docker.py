@@ -44,6 +44,7 @@ from hrbench.envs.base import ExecResult, SandboxError, VerifierResult
 from hrbench.envs.confine import SANDBOX_PATH
 from hrbench.envs.local import CHECK_LIBRARY, _read_rewards, _unit
 from hrbench.envs.shell import PersistentShell
+from hrbench.harness.truncation import HeadTail
 from hrbench.tasks.harbor import RewardError, primary_reward
 from hrbench.tasks.model import Stage, Task
 
@@ -164,32 +165,6 @@ def _client(docker_host: str | None = None) -> docker.DockerClient:
     return client
 
 
-class _Bounded:
-    """Head and tail of a byte stream (OUTPUT_LIMIT in all) and its length."""
-
-    def __init__(self, limit: int = OUTPUT_LIMIT):
-        self.half = limit // 2
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def add(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            if len(self.tail) > self.half:
-                del self.tail[: len(self.tail) - self.half]
-
-    def text(self) -> str:
-        omitted = self.total - len(self.head) - len(self.tail)
-        middle = f"\n[... {omitted} bytes omitted ...]\n".encode() if omitted > 0 else b""
-        return bytes(self.head + middle + self.tail).decode("utf-8", errors="replace")
-
-
 def _tar(files: dict[str, tuple[bytes | None, int]]) -> bytes:
     """A tar of {path: (content or None for a directory, mode)}, owned by root."""
     buf = io.BytesIO()
@@ -296,7 +271,7 @@ class DockerEnvironment:
         start = time.monotonic()
         exec_id = api.exec_create(self.container_id, argv, stdout=True, stderr=True, user=user,
                                   workdir=self.task.workdir, environment={**_ENV, **(env or {})})["Id"]
-        out = _Bounded()
+        out = HeadTail(OUTPUT_LIMIT // 2)
         stream = api.exec_start(exec_id, stream=True)
 
         def pump() -> None:
@@ -320,7 +295,7 @@ class DockerEnvironment:
         duration = time.monotonic() - start
         timed_out = backstop or (code in (124, 137) and duration >= timeout_s - 0.5)
         return ExecResult(exit_code=124 if timed_out else (code if code is not None else -1),
-                          output=out.text(), timed_out=timed_out, duration_s=duration)
+                          output=out.render(), timed_out=timed_out, duration_s=duration)
 
     def _script_argv(self, script: str) -> tuple[list[str], str | None]:
         """argv running `script` with bash; a long one goes in as a root-owned file first."""
