@@ -25,7 +25,7 @@ from hrbench.harness.journal import JournalError, check_journal_tree
 from hrbench.locking import OutDirBusy, OutDirLock
 from hrbench.protocol import DEMO_STUDY, BUILTIN_REGISTRY, StudyError, load_study
 from hrbench.tasks.audit import audit_task
-from hrbench.tasks.loader import load_paths, load_task
+from hrbench.tasks.loader import load_paths, load_registry, load_task
 from hrbench.tasks.model import TaskError
 
 app = typer.Typer(help="hrbench: horizon residuals of agents on long tasks.", no_args_is_help=True)
