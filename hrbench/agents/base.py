@@ -21,6 +21,10 @@ class Message(BaseModel):
 class Command(BaseModel):
     keystrokes: str
     duration: float = Field(1.0, ge=0, description="seconds the agent asks to wait (capped by the harness)")
+    # Reference agents only (oracle, sim): `keystrokes` is solve.sh's text, run as Harbor's oracle runs it
+    # (the backend's `run_solution`: /solution uploaded, `bash /solution/solve.sh` from WORKDIR), so $0,
+    # BASH_SOURCE and sibling helpers work. Agents that parse replies never set it.
+    solution: bool = False
 
 
 class Action(BaseModel):

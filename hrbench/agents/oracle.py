@@ -1,4 +1,4 @@
-"""Reference agents: `oracle` types the reference solution; `nop` does nothing."""
+"""Reference agents: `oracle` runs the reference solution as Harbor's oracle does; `nop` does nothing."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from hrbench.agents.base import Action, Agent, Command, Observation, TrialContex
 
 
 class OracleAgent(Agent):
-    """Runs each stage's reference solution sigma_i as its single command, then finishes."""
+    """Runs each stage's reference solution sigma_i as its single command (solve.sh from /solution, with its
+    helpers beside it), then finishes."""
 
     name = "oracle"
 
@@ -17,7 +18,7 @@ class OracleAgent(Agent):
         if observation.turn > 1:
             return Action(task_complete=True)
         script = self._task.stage(observation.stage).solution_script()
-        return Action(commands=[Command(keystrokes=script)], task_complete=True)
+        return Action(commands=[Command(keystrokes=script, solution=True)], task_complete=True)
 
 
 class NopAgent(Agent):

@@ -1,8 +1,8 @@
 """Simulated agents with known truth (DESIGN §5).
 
-A sim agent acts in the real sandbox: to succeed at a stage it types the reference
-solution, to fail it types the solution with the key step removed, so the real
-verifier judges it. Whether it succeeds is drawn from its declared model:
+A sim agent acts in the real sandbox: to succeed at a stage it runs the reference
+solution (as Harbor's oracle does: solve.sh from /solution, helpers beside it), to fail
+it runs the solution with the key step removed, so the real verifier judges it. Whether it succeeds is drawn from its declared model:
 
     p = skill_t * exp(-context_rot * h) * exp(-defect_penalty * D)
 
@@ -78,7 +78,8 @@ class SimAgent(Agent):
         self._plan = [script] if spt is None else plan_turns(split_steps(script, str(stage.solution)), spt)
         return Action(
             analysis=f"p={p:.4f} h={h:g} defects={defects}" + ("" if spt is None else f" turns={len(self._plan)}"),
-            commands=[Command(keystrokes=self._plan[0], **({} if spt is None else {"duration": _BATCH_WAIT_S}))],
+            commands=[Command(keystrokes=self._plan[0], solution=True,
+                              **({} if spt is None else {"duration": _BATCH_WAIT_S}))],
             task_complete=len(self._plan) == 1,
         )
 
@@ -87,7 +88,7 @@ class SimAgent(Agent):
         if index >= len(self._plan):
             return Action(task_complete=True)
         return Action(analysis=f"batch {index + 1} of {len(self._plan)}",
-                      commands=[Command(keystrokes=self._plan[index], duration=_BATCH_WAIT_S)],
+                      commands=[Command(keystrokes=self._plan[index], duration=_BATCH_WAIT_S, solution=True)],
                       task_complete=index == len(self._plan) - 1)
 
 

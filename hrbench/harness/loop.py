@@ -224,7 +224,9 @@ def run_stage(env: Environment, agent: Agent, task: Task, stage: Stage, history:
             wait = min(budget.command_timeout_sec, _wall_left(budget, rollout, start))
             if wait <= 0:
                 break
-            finished_all = terminal.run(command.keystrokes, wait, command.duration) and finished_all
+            ran = terminal.replay(stage, command.keystrokes) if command.solution else \
+                terminal.run(command.keystrokes, wait, command.duration)
+            finished_all = ran and finished_all
             acted = True
         output = terminal.read() if action.commands else NO_COMMANDS
 

@@ -12,14 +12,19 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from hrbench.envs.base import Environment
+from hrbench.envs.base import Environment, ExecResult
 from hrbench.envs.shell import MAX_WAIT_S, PersistentShell
 from hrbench.harness.truncation import MAX_OUTPUT_BYTES, HeadTail, render_head_tail
+from hrbench.tasks.model import Stage
 
 
 class Terminal(Protocol):
     def run(self, keystrokes: str, wait_s: float, duration_s: float) -> bool:
         """Type one command; True if it finished within the wait."""
+
+    def replay(self, stage: Stage, script: str) -> bool:
+        """Run `script` as `stage`'s solve.sh the way Harbor's oracle does (the backend's run_solution,
+        bounded by the stage's agent timeout); True if it finished in time. Reference agents only."""
 
     def read(self) -> str:
         """Output since the previous read, cut to 10,000 bytes."""
@@ -40,10 +45,16 @@ class ExecTerminal:
         self._buf = HeadTail(MAX_OUTPUT_BYTES // 2)
 
     def run(self, keystrokes: str, wait_s: float, duration_s: float) -> bool:
-        result = self.env.exec(keystrokes, wait_s)
+        return self._show(self.env.exec(keystrokes, wait_s), wait_s)
+
+    def replay(self, stage: Stage, script: str) -> bool:
+        return self._show(self.env.run_solution(stage, script), None)
+
+    def _show(self, result: ExecResult, wait_s: float | None) -> bool:
         self._buf.add(result.output.encode("utf-8", errors="replace"))
         if result.timed_out:
-            self._buf.add(f"\n[command timed out after {wait_s:.0f}s]".encode())
+            after = f" after {wait_s:.0f}s" if wait_s is not None else " (the stage's agent timeout)"
+            self._buf.add(f"\n[command timed out{after}]".encode())
         return not result.timed_out
 
     def read(self) -> str:
@@ -78,6 +89,13 @@ class ShellTerminal:
         finished = self.shell.send(keystrokes, wait)
         self._still_running = not finished
         return finished
+
+    def replay(self, stage: Stage, script: str) -> bool:
+        """The solution runs on its own (not typed into the shell, whose state it must not depend on);
+        its output is shown before the shell's."""
+        result = self.env.run_solution(stage, script)
+        self._notes.append(result.output + ("\n[the solution timed out]" if result.timed_out else ""))
+        return not result.timed_out
 
     def read(self) -> str:
         out = self.shell.read()
