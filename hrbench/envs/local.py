@@ -45,6 +45,7 @@ from hrbench.tasks.harbor import (
     parse_reward_text,
     primary_reward,
     resolve_env,
+    save_artifacts,
 )
 from hrbench.tasks.model import Healthcheck, Stage, Task
 
@@ -358,8 +359,8 @@ class LocalEnvironment:
         )
 
     def _collect_artifacts(self, stage: Stage) -> list[str]:
-        """/logs/artifacts and the declared artifacts present after `stage`; copied (symlinks kept as
-        links, never followed) to artifacts_dir/<stage>/ when that is set."""
+        """/logs/artifacts and the declared artifacts present after `stage`; saved (bounded, symlinks
+        never followed: tasks.harbor.save_artifacts) to artifacts_dir/<stage>/ when that is set."""
         found: list[tuple[str, Path]] = []
         for path in ("/logs/artifacts", *self.task.artifacts, *stage.artifacts):
             source = self._host_path(path)
@@ -368,13 +369,7 @@ class LocalEnvironment:
                     continue
                 found.append((path, source))
         if self.artifacts_dir is not None:
-            for path, source in found:
-                dest = self.artifacts_dir / stage.name / path.lstrip("/")
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                if source.is_dir() and not source.is_symlink():
-                    shutil.copytree(source, dest, symlinks=True, dirs_exist_ok=True)
-                else:
-                    shutil.copy2(source, dest, follow_symlinks=False)
+            save_artifacts(found, self.artifacts_dir / stage.name)
         return [path for path, _ in found]
 
     def _host_path(self, path: str) -> Path | None:

@@ -74,6 +74,9 @@ class TrialRecord(TrialSpec):
     compactions: int = 0  # history compactions (policy or context-length recovery)
     trajectory_path: str | None = None  # ATIF trajectory JSON, relative to the study output dir
     rewards_json: str = "{}"  # {stage: {key: value}}: every sub-reward the verifiers wrote, kept flat for parquet
+    # {stage: [paths]}: the artifacts saved after each verification (Harbor's `artifacts`, /logs/artifacts),
+    # relative to the study output dir; their manifest (what was skipped and why) is in the trajectory
+    artifacts_json: str = "{}"
 
 
 def records_table(records: list[TrialRecord]) -> pd.DataFrame:

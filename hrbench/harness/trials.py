@@ -8,6 +8,8 @@ trajectory, teardown, the row) is the same lifecycle, in `run_trial`.
 
 from __future__ import annotations
 
+import json
+import shutil
 import time
 import traceback
 from collections.abc import Callable
@@ -23,7 +25,7 @@ from hrbench.harness.records import StageOutcome, TrialRecord, TrialSpec
 from hrbench.harness.terminal import Terminal, open_terminal
 from hrbench.harness.trajectory import TrajectoryRecorder, trajectory_relpath
 from hrbench.protocol import Budget, CheckpointProtocol, Condition, StatePolicy
-from hrbench.tasks.harbor import continues_after
+from hrbench.tasks.harbor import artifact_index, continues_after
 from hrbench.tasks.model import Stage, Task
 
 PrefixSource = Callable[[int], list[Message] | None]
@@ -124,6 +126,10 @@ def run_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Backend, shape
     history: History | None = None
     error: str | None = None
     env = backend.start(task, shape.start_stage)
+    artifacts = artifacts_folder(Path(trajectory_dir), spec.key)
+    shutil.rmtree(artifacts, ignore_errors=True)  # an earlier attempt's: this attempt's row describes its own
+    if hasattr(env, "artifacts_dir"):  # backends that collect Harbor artifacts save them beside the trajectory
+        env.artifacts_dir = artifacts
     terminal = None
     try:
         agent.begin_trial(trial_context(spec, task, seed))
@@ -171,6 +177,9 @@ def _record(spec: TrialSpec, agent: Agent, outcomes: list[StageOutcome], start: 
     """The trial row, with its trajectory written first (so a row never points at a missing file)."""
     path: str | None = None
     record = record_from(spec, outcomes, time.monotonic() - start, agent, error, rollout)
+    saved = artifact_index(artifacts_folder(traj_root, spec.key), traj_root.parent)
+    record = record.model_copy(update={"artifacts_json": json.dumps(
+        {stage: [e["saved"] for e in entries if e["saved"] is not None] for stage, entries in saved.items()})})
     try:
         if history is not None:
             rollout.recorder.messages = list(history.log)
@@ -183,7 +192,8 @@ def _record(spec: TrialSpec, agent: Agent, outcomes: list[StageOutcome], start: 
                    "exit_reason": record.exit_reason, "exit_detail": record.exit_detail,
                    "passed": record.passed, "stages_passed": record.stages_passed,
                    "stopped_stage": record.stopped_stage, "turns": record.turns,
-                   "parse_errors": record.parse_errors, "wall_s": record.wall_s, "error": record.error},
+                   "parse_errors": record.parse_errors, "wall_s": record.wall_s, "error": record.error,
+                   "artifacts": saved},
         )
         try:
             path = str(target.relative_to(traj_root.parent))
@@ -192,6 +202,12 @@ def _record(spec: TrialSpec, agent: Agent, outcomes: list[StageOutcome], start: 
     except OSError as exc:  # a trajectory that cannot be written is noted, the row is still kept
         record = record.model_copy(update={"error": (record.error or "") + f"\ntrajectory not written: {exc}"})
     return record.model_copy(update={"trajectory_path": path})
+
+
+def artifacts_folder(traj_root: Path, trial_key: str) -> Path:
+    """Where a trial's artifacts are saved: beside its trajectory, one folder per stage inside."""
+    relpath = trajectory_relpath(trial_key)
+    return traj_root / relpath.with_name(relpath.name.removesuffix(".json.gz") + ".artifacts")
 
 
 def _teardown(terminal: Terminal | None, agent: Agent, env: Environment) -> None:

@@ -8,8 +8,11 @@ ignored (and why), or unsupported (the task loads, the key has no effect, the li
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -321,3 +324,93 @@ def trial_reward(strategy: Literal["mean", "final"] | None, stage_rewards: list[
         return stage_rewards[-1]
     values = [r for r in stage_rewards if r is not None]
     return sum(values) / len(values) if values else None
+
+
+# -- artifacts --------------------------------------------------------------------------------------
+
+ARTIFACTS_LIMIT_BYTES = 4 << 20  # per stage: what a verification's artifacts may add to the output dir
+ARTIFACTS_MANIFEST = "manifest.json"  # beside `files/`, so no sandbox path can overwrite it
+
+
+class SavedArtifact(BaseModel):
+    """One file (or skipped entry) of a stage's artifacts, as `save_artifacts` left it."""
+
+    path: str  # in the sandbox, e.g. /logs/artifacts/run.log
+    saved: str | None  # relative to the stage's artifacts folder (files/<sandbox path>); None when not saved
+    bytes: int = 0
+    status: Literal["saved", "over_limit", "symlink", "not_a_file"]
+
+
+def save_artifacts(found: list[tuple[str, Path]], dest: Path, limit_bytes: int = ARTIFACTS_LIMIT_BYTES
+                   ) -> list[SavedArtifact]:
+    """Copy a stage's artifacts (sandbox path, host path) into `dest/files/<sandbox path>`, at most
+    `limit_bytes` in all, and write `dest/manifest.json` listing every entry.
+
+    Only regular files are copied, never through a symlink: a link is recorded, not followed (its
+    target is the agent's choice and could name any host file), and fifos or devices are skipped (a
+    copy would block or read a device). A file that would pass the limit is recorded as `over_limit`
+    and the walk goes on, so small files after a large one are still kept."""
+    dest = Path(dest)
+    entries: list[SavedArtifact] = []
+    used = 0
+
+    def visit(sandbox: str, host: Path, rel: str) -> None:
+        nonlocal used
+        if host.is_symlink():
+            entries.append(SavedArtifact(path=sandbox, saved=None, status="symlink"))
+        elif host.is_dir():
+            for child in sorted(os.listdir(host)):
+                visit(f"{sandbox.rstrip('/')}/{child}", host / child, f"{rel}/{child}")
+        elif not host.is_file():
+            entries.append(SavedArtifact(path=sandbox, saved=None, status="not_a_file"))
+        else:
+            size = host.stat().st_size
+            if used + size > limit_bytes:
+                entries.append(SavedArtifact(path=sandbox, saved=None, bytes=size, status="over_limit"))
+                return
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(host, "rb") as src, open(target, "wb") as out:
+                copied = _copy_at_most(src, out, limit_bytes - used)
+            used += copied
+            entries.append(SavedArtifact(path=sandbox, saved=rel, bytes=copied, status="saved"))
+
+    for sandbox, host in found:
+        visit(sandbox, Path(host), "files/" + sandbox.strip("/"))
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / ARTIFACTS_MANIFEST).write_text(json.dumps([e.model_dump() for e in entries], indent=1))
+    return entries
+
+
+def _copy_at_most(src: Any, out: Any, budget: int) -> int:
+    """Copy at most `budget` bytes (a file the agent is still growing cannot pass the limit)."""
+    copied = 0
+    while copied < budget:
+        chunk = src.read(min(1 << 16, budget - copied))
+        if not chunk:
+            break
+        out.write(chunk)
+        copied += len(chunk)
+    return copied
+
+
+def artifact_index(folder: Path, relative_to: Path) -> dict[str, list[dict[str, Any]]]:
+    """{stage: manifest entries} of a trial's artifacts folder, each `saved` path made relative to
+    `relative_to` (the study output dir), for the trial row and the trajectory."""
+    folder, base = Path(folder), Path(relative_to)
+    index: dict[str, list[dict[str, Any]]] = {}
+    for manifest in sorted(folder.glob(f"*/{ARTIFACTS_MANIFEST}")):
+        stage_dir = manifest.parent
+        entries = json.loads(manifest.read_text())
+        for entry in entries:
+            if entry["saved"] is not None:
+                entry["saved"] = _relative(stage_dir / entry["saved"], base)
+        index[stage_dir.name] = entries
+    return index
+
+
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return str(path.relative_to(base))
+    except ValueError:
+        return str(path)

@@ -122,8 +122,9 @@ def test_artifacts_collected_after_verification(backend: LocalBackend, tmp_path:
     finally:
         env.close()
     assert check.artifacts == ["/logs/artifacts", "/app/ledger.txt"]
-    assert (tmp_path / "artifacts" / "open" / "logs" / "artifacts" / "open.log").read_text() == "opened with 100\n"
-    assert (tmp_path / "artifacts" / "open" / "app" / "ledger.txt").read_text() == "EUR 100\n"
+    assert (tmp_path / "artifacts" / "open" / "files" / "logs" / "artifacts" / "open.log").read_text() \
+        == "opened with 100\n"
+    assert (tmp_path / "artifacts" / "open" / "files" / "app" / "ledger.txt").read_text() == "EUR 100\n"
 
 
 def test_min_reward_gate_and_reward_strategies():
