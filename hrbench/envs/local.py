@@ -87,12 +87,14 @@ def ensure_persist_dirs(workspace: Path, task: Task) -> None:
 
 
 def _toolchain() -> Path:
-    """The verifier toolchain folder (in the sandbox area, root-owned, read-only bound)."""
+    """The verifier toolchain folder (in the sandbox area, root-owned, read-only bound): `python` and the bare
+    `pytest` command most published Harbor verifiers call (Debian's is `pytest-3`)."""
     folder = sandbox_area() / "verifier-bin"
     folder.mkdir(mode=0o755, exist_ok=True)
-    link = folder / "python"
-    if not link.is_symlink():
-        link.symlink_to("/usr/bin/python3")
+    for name, target in (("python", "/usr/bin/python3"), ("pytest", "/usr/bin/pytest-3")):
+        link = folder / name
+        if not link.is_symlink():
+            link.symlink_to(target)
     return folder
 
 

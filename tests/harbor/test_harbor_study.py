@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from hrbench.agents.oracle import OracleAgent
 from hrbench.agents.sim import SimAgent
@@ -40,7 +41,7 @@ agents:
 checkpoint:
   budget: {{max_turns: 3, timeout_sec: 60, command_timeout_sec: 20}}
 trials: {{checkpoint: 1, natural: 2}}
-bootstrap: {{n_boot: 50, seed: 1}}
+bootstrap: {{n_boot: 100, seed: 1}}
 concurrency: 2
 """
 
@@ -50,6 +51,7 @@ def _spec(agent: str, task: str, index: int = 0) -> TrialSpec:
                      task=task, kind="natural", stage=None, trial_index=index)
 
 
+@pytest.mark.slow  # `hrbench run` in full: audit, trials, estimates, report (~1 min alone, minutes under load)
 def test_a_study_of_oracle_and_sim_on_a_task_with_solution_helpers_runs_end_to_end(tmp_path: Path):
     # greeter's solve.sh finds helpers.sh through BASH_SOURCE and runs /solution/emit.py: typed into a
     # shell (`bash -s`, no /solution) it fails, so every trial below passing shows the replay is Harbor's
@@ -69,6 +71,22 @@ def test_a_study_of_oracle_and_sim_on_a_task_with_solution_helpers_runs_end_to_e
         assert [o["reward"] for o in json.loads(outcomes)] == [1.0]
     audit = pd.read_parquet(out / "tables" / "verifier_audit.parquet")
     assert audit["reference_reward"].tolist() == [1.0]
+
+
+@pytest.mark.parametrize("agent", [OracleAgent(), SimAgent(SimParams(skill=1.0))], ids=["oracle", "sim"])
+def test_reference_agents_replay_solve_sh_with_its_sibling_helpers(tmp_path: Path, agent):
+    task = load_task(FIXTURES / "greeter")
+    backend = LocalBackend(tmp_path / "cache")
+    env = backend.start(task, 0)
+    try:  # the control: typed into a shell, greeter's solve.sh cannot find its helpers
+        typed = env.exec(task.stages[0].solution_script(), 30)
+        assert typed.exit_code != 0 and "helpers.sh" in typed.output
+    finally:
+        env.close()
+    record = run_natural_trial(_spec(agent.name, task.name), task, agent, backend, CONDITIONS["baseline"],
+                               CheckpointProtocol().budget, 1, trajectory_dir=tmp_path / "trajectories")
+    assert record.passed and record.exit_reason == "passed", record.error
+    assert json.loads(record.stage_outcomes_json)[0]["reward"] == 1.0
 
 
 def test_the_sim_agent_fails_by_replaying_the_solution_without_its_key_step(tmp_path: Path):
