@@ -77,6 +77,9 @@ class TrialRecord(TrialSpec):
     # {stage: [paths]}: the artifacts saved after each verification (Harbor's `artifacts`, /logs/artifacts),
     # relative to the study output dir; their manifest (what was skipped and why) is in the trajectory
     artifacts_json: str = "{}"
+    # Harbor's trial reward (multi_step_reward_strategy: mean, or final) over the stages that ran; descriptive,
+    # not an input of the estimand (docs/tasks.md, "min_reward, multi_step_reward_strategy and the estimand")
+    harbor_reward: float | None = None
 
 
 def records_table(records: list[TrialRecord]) -> pd.DataFrame:

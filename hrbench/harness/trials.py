@@ -25,7 +25,7 @@ from hrbench.harness.records import StageOutcome, TrialRecord, TrialSpec
 from hrbench.harness.terminal import Terminal, open_terminal
 from hrbench.harness.trajectory import TrajectoryRecorder, trajectory_relpath
 from hrbench.protocol import Budget, CheckpointProtocol, Condition, StatePolicy
-from hrbench.tasks.harbor import artifact_index, continues_after
+from hrbench.tasks.harbor import artifact_index, continues_after, trial_reward
 from hrbench.tasks.model import Stage, Task
 
 PrefixSource = Callable[[int], list[Message] | None]
@@ -151,7 +151,9 @@ def run_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Backend, shape
         error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
     finally:
         _teardown(terminal, agent, env)
-    return _record(spec, agent, outcomes, start, rollout, history, Path(trajectory_dir), error, shape.history_policy)
+    record = _record(spec, agent, outcomes, start, rollout, history, Path(trajectory_dir), error, shape.history_policy)
+    stage_rewards = [None if o.exit_reason == "verifier_error" else o.reward for o in outcomes]  # Harbor: no reward
+    return record.model_copy(update={"harbor_reward": trial_reward(task.reward_strategy, stage_rewards)})
 
 
 def run_checkpoint_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Backend,

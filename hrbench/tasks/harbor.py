@@ -175,8 +175,10 @@ SUPPORT: dict[str, tuple[str, str]] = {
     "environment.mcp_servers": ("unsupported", "no MCP servers are started"),
     "environment.skills_dir": ("unsupported", "no agent skills directory is provisioned"),
     "solution.env": ("honoured", "set when the reference solution runs"),
-    "multi_step_reward_strategy": ("honoured", "the trial's Harbor reward (mean or final) is recorded"),
-    "artifacts": ("honoured", "collected after each verification (paths outside WORKDIR persist)"),
+    "multi_step_reward_strategy": ("honoured", "the trial's Harbor reward (mean or final) is recorded "
+                                               "(`harbor_reward`)"),
+    "artifacts": ("honoured", "collected after each verification and saved beside the trajectory (paths "
+                              "outside WORKDIR persist)"),
     "steps": ("honoured", "one stage per step, in order"),
     "steps[].name": ("honoured", "the stage name; steps/<name>/ holds it"),
     "steps[].agent.timeout_sec": ("honoured", "the step's reference-solution limit"),

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from hrbench.agents.base import Action
 from hrbench.agents.oracle import OracleAgent
 from hrbench.agents.sim import SimAgent
 from hrbench.agents.specs import SimParams
@@ -140,3 +141,36 @@ def test_a_file_growing_past_the_limit_is_cut_at_it():
     # the limit bounds what is copied, not only what stat() said (a size that changes under the copy)
     out = io.BytesIO()
     assert _copy_at_most(io.BytesIO(b"y" * 5000), out, 1000) == 1000 and len(out.getvalue()) == 1000
+
+
+class _SecondPartOnly(OracleAgent):
+    """Does nothing in the first part, runs the reference solution in every later one."""
+
+    name = "second-only"
+
+    def act(self, observation):
+        if observation.stage_index == 0:
+            return Action(task_complete=True)
+        return super().act(observation)
+
+
+@pytest.mark.parametrize("strategy, gate, stages_run, harbor_reward", [
+    ("mean", "min_reward = 0.0", 2, 0.25),  # the gate is met by reward 0: the rollout goes on; (0 + 0.5) / 2
+    ("final", "min_reward = 0.0", 2, 0.5),  # the last stage's: cumulative, one of its two parts done
+    ("mean", "", 1, 0.0),  # no gate: hrbench stops at the first failure
+])
+def test_min_reward_and_the_reward_strategy_in_a_natural_rollout(tmp_path: Path, strategy: str, gate: str,
+                                                                  stages_run: int, harbor_reward: float):
+    task_dir = tmp_path / "cumulative"
+    shutil.copytree(FIXTURES / "cumulative", task_dir)
+    toml = (task_dir / "task.toml").read_text().replace('"mean"', f'"{strategy}"')
+    (task_dir / "task.toml").write_text(toml.replace('name = "one"\n', f'name = "one"\n{gate}\n'))
+    task = load_task(task_dir)
+    record = run_natural_trial(_spec("second-only", task.name), task, _SecondPartOnly(),
+                               LocalBackend(tmp_path / "cache"), CONDITIONS["baseline"], CheckpointProtocol().budget,
+                               1, trajectory_dir=tmp_path / "trajectories")
+    outcomes = json.loads(record.stage_outcomes_json)
+    assert len(outcomes) == stages_run and record.harbor_reward == harbor_reward
+    # the estimand's view is unchanged by the gate: no stage passed, the chain stopped at the first part
+    assert (record.passed, record.stages_passed, record.stopped_stage) == (False, 0, "one")
+    assert outcomes[0]["met_min_reward"] is (True if gate else None)

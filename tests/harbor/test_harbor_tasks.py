@@ -49,6 +49,15 @@ def test_schema_10_without_task_table_and_11_with_org_name_load():
     assert {k.key: k.status for k in greeter.support}["environment.allow_internet"] == "ignored"
 
 
+def test_docs_keys_table_is_the_support_table():
+    # docs/tasks.md says its table is generated from SUPPORT: every row, verbatim, and no other key rows
+    from hrbench.tasks.harbor import SUPPORT
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "tasks.md").read_text()
+    rows = [line for line in doc.splitlines() if line.startswith("| `")]
+    assert rows == [f"| `{key}` | {status} | {how} |" for key, (status, how) in SUPPORT.items()]
+
+
 def test_unknown_keys_are_reported_by_name_not_refused(tmp_path: Path):
     task = tmp_path / "t"
     shutil.copytree(FIXTURES / "greeter", task)
@@ -78,6 +87,8 @@ def test_solution_runs_from_solution_dir_with_helpers_and_writes_to_output_persi
         check = env.verify(task.stages[0])
         assert check.passed, check.output  # pytest via `python -m pytest`, [verifier.env] injected
         assert env.exec("ls /solution 2>&1", 10).exit_code != 0  # the agent never sees /solution
+        # [verifier.env] is the verifier's alone: the agent cannot read the expected answer from its env
+        assert env.exec('echo "[${EXPECTED_GREETING-}]"', 10).output.strip() == "[]"
     finally:
         env.close()
 
@@ -110,6 +121,11 @@ def test_healthcheck_failing_is_refused_and_passing_lets_the_stage_start(backend
     (task / "steps" / "open" / "workdir" / "setup.sh").write_text("true\n")  # no /app/.ready: step check fails
     with pytest.raises(SandboxError, match=r"\[steps.healthcheck\] of step 'open' failed"):
         backend.start(load_task(task), 0)
+    env = backend.start(load_task(FIXTURES / "ledger"), 0)  # both healthchecks pass: the stage starts
+    try:
+        assert env.exec("test -f /app/.ready && test -f /app/accounts.csv", 10).exit_code == 0
+    finally:
+        env.close()
 
 
 def test_artifacts_collected_after_verification(backend: LocalBackend, tmp_path: Path):
