@@ -2,7 +2,8 @@
 
 A sim agent acts in the real sandbox: to succeed at a stage it runs the reference
 solution (as Harbor's oracle does: solve.sh from /solution, helpers beside it), to fail
-it runs the solution with the key step removed, so the real verifier judges it. Whether it succeeds is drawn from its declared model:
+it runs the solution with the key step removed, so the real verifier judges it.
+Whether it succeeds is drawn from its declared model:
 
     p = skill_t * exp(-context_rot * h) * exp(-defect_penalty * D)
 
