@@ -24,13 +24,16 @@ from __future__ import annotations
 import atexit
 import ctypes
 import functools
+import hashlib
 import itertools
 import os
+import resource
 import secrets
 import shlex
 import shutil
 import signal
 import stat
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -231,11 +234,6 @@ class TrialCgroup:
     def enforced(self) -> set[str]:
         return set(self.dirs)
 
-    def join_script(self) -> str:
-        """Shell lines that move the launching shell into every cgroup (children inherit them)."""
-        files = {str(d / "cgroup.procs") for d in self.dirs.values()}
-        return "".join(f"echo $$ > {shlex.quote(f)} || exit 125\n" for f in sorted(files))
-
     def pids(self) -> set[int]:
         found: set[int] = set()
         for group in self.dirs.values():
@@ -316,6 +314,38 @@ def _write(path: Path, text: str) -> None:
 
 # -- the launcher ---------------------------------------------------------------------------------
 
+_LAUNCH_SOURCE = Path(__file__).with_name("launch.c")
+
+
+@functools.lru_cache(maxsize=1)
+def launcher() -> str | None:
+    """The compiled launcher (launch.c), built once per version of its source into the sandbox
+    area; None where no C compiler is installed (the launcher is then `sh` + `setpriv`, two more
+    execs per sandboxed process: about 2 ms of CPU each, docs/security.md)."""
+    source = _LAUNCH_SOURCE.read_bytes()
+    folder = sandbox_area() / "launcher"
+    binary = folder / f"launch-{hashlib.sha256(source).hexdigest()[:16]}"
+    if not binary.exists():
+        compiler = shutil.which("cc", path=SANDBOX_PATH) or shutil.which("gcc", path=SANDBOX_PATH)
+        if compiler is None:
+            return None
+        folder.mkdir(mode=0o755, exist_ok=True)
+        building = folder / f".{binary.name}-{os.getpid()}-{threading.get_ident()}"
+        built = subprocess.run([compiler, "-O2", "-Wall", "-o", str(building), str(_LAUNCH_SOURCE)], env=LAUNCH_ENV,
+                               capture_output=True, text=True, check=False)
+        if built.returncode != 0:
+            building.unlink(missing_ok=True)
+            raise SandboxError(f"cannot compile the sandbox launcher {_LAUNCH_SOURCE} with {compiler} "
+                               f"(exit {built.returncode}): {built.stderr.strip()[-600:]}")
+        os.chmod(building, 0o755)
+        os.replace(building, binary)  # atomic: concurrent harnesses may build it side by side
+    info = binary.lstat()
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise SandboxError(f"{binary} is not a regular file owned by uid {os.geteuid()} and writable only by it; "
+                           "remove it (someone else may have planted it) and run again")
+    return str(binary)
+
+
 def confined_argv(bwrap_args: list[str], command: list[str], limits: SandboxLimits,
                   cgroup: TrialCgroup | None) -> list[str]:
     """The full command line: join the trial's cgroups, set rlimits, drop to SANDBOX_UID, bwrap.
@@ -324,18 +354,34 @@ def confined_argv(bwrap_args: list[str], command: list[str], limits: SandboxLimi
     `start_new_session=True` (so killing its process group ends bwrap, and with it the sandbox's
     pid namespace)."""
     enforced = cgroup.enforced if cgroup is not None else set()
-    # dash's ulimit: -v KiB, -f 512-byte blocks, -t seconds, -p processes (per uid: only a fallback,
-    # since every trial's sandbox runs as the same uid)
-    ulimit = [f"-v {limits.memory_mb * 1024}", f"-f {limits.workspace_mb * 2048}", f"-t {limits.cpu_sec}"]
+    procs = sorted({str(d / "cgroup.procs") for d in cgroup.dirs.values()}) if cgroup is not None else []
+    # RLIMIT_NPROC counts per uid, and every trial's sandbox runs as the same uid: only a fallback
+    rlimits = [(resource.RLIMIT_AS, limits.memory_mb * _MB), (resource.RLIMIT_FSIZE, limits.workspace_mb * _MB),
+               (resource.RLIMIT_CPU, limits.cpu_sec)]
     if "pids" not in enforced:
-        ulimit.append(f"-p {limits.max_pids}")
-    script = (cgroup.join_script() if cgroup is not None else "") \
-        + "".join(f"ulimit {flag} || exit 125\n" for flag in ulimit) + 'exec "$@"\n'
+        rlimits.append((resource.RLIMIT_NPROC, limits.max_pids))
+    tail = bwrap_args + ["--"] + command
+    helper = launcher()
+    if helper is not None:
+        argv = [helper]
+        for path in procs:
+            argv += ["-c", path]
+        for which, value in rlimits:
+            argv += ["-l", f"{which}={value}"]
+        if privileged():
+            argv += ["-u", f"{SANDBOX_UID}:{SANDBOX_GID}"]
+        return argv + ["--"] + tail
+    # no compiler: the same steps by sh and setpriv (dash's ulimit: -v KiB, -f 512-byte blocks)
+    flags = {resource.RLIMIT_AS: ("-v", 1024), resource.RLIMIT_FSIZE: ("-f", 512), resource.RLIMIT_CPU: ("-t", 1),
+             resource.RLIMIT_NPROC: ("-p", 1)}
+    script = "".join(f"echo $$ > {shlex.quote(path)} || exit 125\n" for path in procs) \
+        + "".join(f"ulimit {flags[which][0]} {value // flags[which][1]} || exit 125\n" for which, value in rlimits) \
+        + 'exec "$@"\n'
     drop: list[str] = []
     if privileged():
         drop = [_tool("setpriv"), f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-    return ["/bin/sh", "-c", script, "hrbench-sandbox"] + drop + bwrap_args + ["--"] + command
+    return ["/bin/sh", "-c", script, "hrbench-sandbox"] + drop + tail
 
 
 # -- ownership and sized workspaces ---------------------------------------------------------------
