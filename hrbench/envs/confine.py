@@ -88,27 +88,34 @@ def bwrap_available() -> bool:
 
 # -- the sandbox's filesystem -------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=1)
+def _host_root() -> tuple[str, ...]:
+    """The part of the root that depends on the host's layout (which secrets exist, whether /bin is
+    a symlink), looked at once per process: a secret created under /etc after hrbench started is
+    not masked until the next run (one that disappears makes every sandbox fail to start)."""
+    args = [_tool("bwrap"), "--size", str(_ROOT_TMPFS_BYTES), "--tmpfs", "/",
+            "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+    for secret in _HOST_SECRETS:
+        if os.path.isdir(secret):
+            args += ["--tmpfs", secret, "--remount-ro", secret]
+        elif os.path.lexists(secret):
+            args += ["--ro-bind", "/dev/null", secret]
+    for target, link in _ROOT_SYMLINKS:
+        if os.path.islink(link) or not os.path.exists(link):
+            args += ["--symlink", target, link]
+        else:
+            args += ["--ro-bind", link, link]
+    return tuple(args)
+
+
 def root_mounts(limits: SandboxLimits) -> list[str]:
     """bwrap arguments for the sandbox's root: a small tmpfs with read-only /usr and /etc.
 
     Binding / (or /opt, /var, /home) would expose the task registry, and with it every solve.sh
     and test, to the agent; /etc's secrets are masked."""
-    args = [_tool("bwrap"), "--size", str(_ROOT_TMPFS_BYTES), "--tmpfs", "/",
-            "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
-    for secret in _HOST_SECRETS:
-        if Path(secret).is_dir():
-            args += ["--tmpfs", secret, "--remount-ro", secret]
-        elif Path(secret).exists():
-            args += ["--ro-bind", "/dev/null", secret]
-    for target, link in _ROOT_SYMLINKS:
-        if Path(link).is_symlink() or not Path(link).exists():
-            args += ["--symlink", target, link]
-        else:
-            args += ["--ro-bind", link, link]
     # /dev is bwrap's own tmpfs: made read-only so it cannot be filled; /dev/shm and /tmp are sized.
-    args += ["--dev", "/dev", "--size", str(limits.shm_mb * _MB), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
-             "--proc", "/proc", "--size", str(limits.tmp_mb * _MB), "--tmpfs", "/tmp"]
-    return args
+    return [*_host_root(), "--dev", "/dev", "--size", str(limits.shm_mb * _MB), "--tmpfs", "/dev/shm",
+            "--remount-ro", "/dev", "--proc", "/proc", "--size", str(limits.tmp_mb * _MB), "--tmpfs", "/tmp"]
 
 
 def namespace_args(*, network: bool = False, nested_userns: bool = False, env: dict[str, str] | None = None,
@@ -243,9 +250,21 @@ class TrialCgroup:
                 pass
         return found
 
+    def empty(self) -> bool:
+        """No process is left in the trial, read from one of its cgroups: every process of the trial
+        is in all of them, since the launcher joins them all before anything runs and nothing
+        inside can move (listing a v1 cgroup's members is the costly part of emptying a trial)."""
+        for group in self.dirs.values():
+            try:
+                with open(group / "cgroup.procs", "rb") as members:
+                    return not members.read(64).strip()
+            except OSError:
+                continue
+        return True
+
     def kill(self, timeout_s: float = 10.0) -> bool:
         """SIGKILL every process of the trial and wait until none is left; True when empty."""
-        if not self.dirs:
+        if not self.dirs or self.empty():  # an empty trial has no process that could fork into it
             return True
         pids_max = self.dirs.get("pids")
         if pids_max is not None:
@@ -253,7 +272,7 @@ class TrialCgroup:
         deadline = time.monotonic() + timeout_s
         try:
             while True:
-                alive = self.pids()
+                alive = set() if self.empty() else self.pids()
                 if not alive:
                     return True
                 if time.monotonic() > deadline:

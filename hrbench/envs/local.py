@@ -8,6 +8,7 @@ solve.sh and test, to the agent.
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import math
 import os
@@ -85,6 +86,7 @@ def ensure_persist_dirs(workspace: Path, task: Task) -> None:
             sandbox_owner(workspace / PERSIST_DIR)
 
 
+@functools.cache
 def _toolchain() -> Path:
     """The verifier toolchain folder (in the sandbox area, root-owned, read-only bound)."""
     folder = sandbox_area() / "verifier-bin"
@@ -184,10 +186,13 @@ class LocalEnvironment:
 
     def _env(self, *extra: tuple[tuple[str, str], ...], where: str = "[environment.env]") -> dict[str, str]:
         """[environment.env] plus `extra` tables, templates resolved from the harness's environment."""
+        # os.environ itself, not a copy: only the variables a table names are read (once per sandboxed process)
         try:
-            out = resolve_env(self.task.env, dict(os.environ), f"{self.task.path / 'task.toml'} [environment.env]")
+            out = resolve_env(self.task.env, os.environ, f"{self.task.path / 'task.toml'} [environment.env]") \
+                if self.task.env else {}
             for table in extra:
-                out.update(resolve_env(table, dict(os.environ), f"{self.task.path / 'task.toml'} {where}"))
+                if table:
+                    out.update(resolve_env(table, os.environ, f"{self.task.path / 'task.toml'} {where}"))
         except KeyError as exc:
             raise SandboxError(exc.args[0]) from None
         return out
