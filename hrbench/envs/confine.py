@@ -3,10 +3,15 @@
 Every process hrbench runs on behalf of a task or an agent (agent commands, the persistent shell,
 setup.sh, solution replay, verifiers, a `command` agent's program) starts through `confined_argv`:
 
-    /bin/sh -c '<join the trial cgroups>; ulimit ...; exec "$@"'      (as the harness user)
-      setpriv --reuid=47000 ... --inh-caps=-all --bounding-set=-all   (only when hrbench is root)
-        bwrap ... --unshare-user --unshare-all ...                    (unprivileged: a user namespace)
-          the command
+    launch -c <trial cgroup.procs>... -l <rlimit>... [-u 47000:47000] --   (launch.c, one exec)
+      bwrap ... --unshare-user --unshare-all ...                        (unprivileged: a user namespace)
+        the command
+
+The launcher joins the trial's cgroups, sets the rlimits and, only when hrbench is root, drops to
+SANDBOX_UID with every capability set (bounding set included) empty; then no_new_privs, then
+bwrap. Where no C compiler is installed, `/bin/sh` (cgroups, ulimit) and `setpriv` do the same in
+two execs. (Forking the harness to do it in Python costs more than both: a fork copies the page
+tables of a Python process of some hundred MB, where these execs start from vfork.)
 
 So the sandbox never holds host-root power: as root, bwrap itself starts as the dedicated
 unprivileged uid `SANDBOX_UID` with no capabilities, and the sandbox's capabilities live in a

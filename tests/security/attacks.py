@@ -20,7 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from hrbench.envs.confine import SANDBOX_GID, SANDBOX_UID, SandboxLimits, TrialCgroup, privileged
+from hrbench.envs.confine import (
+    SANDBOX_GID,
+    SANDBOX_UID,
+    SandboxLimits,
+    TrialCgroup,
+    privileged,
+)
 from hrbench.envs.local import LocalBackend
 from hrbench.harness.terminal import ShellTerminal
 from hrbench.tasks.loader import load_task
@@ -99,8 +105,8 @@ def attacks(trial: Trial, cache: Path) -> dict[str, tuple[bool, str]]:
     results["start bwrap with host privileges or outside the trial's cgroups"] = (
         len(shells) == 1 and outside.get("Name") == "bwrap" and _unprivileged(outside, bounding=privileged())
         and joined == trial_groups,
-        f"bwrap on the host: uid {outside.get('Uid')}, bounding set {outside.get('CapBnd')}, no_new_privs "
-        f"{outside.get('NoNewPrivs')}; cgroups {joined} (the trial's: {trial_groups})")
+        (f"bwrap on the host: uid {outside.get('Uid')}, bounding set {outside.get('CapBnd')}, no_new_privs "
+         f"{outside.get('NoNewPrivs')}; cgroups {joined} (the trial's: {trial_groups})"))
 
     out = trial.sh("umount /etc/shadow; echo rc=$?; grep -c '^root:' /etc/shadow; true")
     results["umount a masked path (/etc/shadow)"] = ("rc=0" not in out and "\n1\n" not in "\n" + out, out.strip())

@@ -13,7 +13,14 @@ import pytest
 
 from hrbench.envs import confine
 from hrbench.envs.base import SandboxError
-from hrbench.envs.confine import LAUNCH_ENV, SandboxLimits, TrialCgroup, confined_argv, namespace_args, root_mounts
+from hrbench.envs.confine import (
+    LAUNCH_ENV,
+    SandboxLimits,
+    TrialCgroup,
+    confined_argv,
+    namespace_args,
+    root_mounts,
+)
 from hrbench.envs.local import LocalBackend
 from hrbench.tasks.loader import load_task
 from tests.conftest import TINY_TASK
