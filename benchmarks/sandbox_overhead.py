@@ -13,6 +13,9 @@ changing load falls on both alike:
 
     nice .venv/bin/python benchmarks/sandbox_overhead.py --compare /work/main /work/wt/sandbox
 
+The code before the hardening is the parent of commit 7e1e129 ("sandbox: drop to uid 47000 before
+bwrap, ..."): `mkdir /tmp/before && git archive 7e1e129^ | tar -x -C /tmp/before`.
+
 Prints stage-trials/s with 1 and 2 workers, the wall time per stage-trial, and the CPU time per
 stage-trial (harness and sandboxes together): on a shared, loaded machine the CPU figure is the
 steadier measure of what the hardening costs.

@@ -3,10 +3,15 @@
 Every process hrbench runs on behalf of a task or an agent (agent commands, the persistent shell,
 setup.sh, solution replay, verifiers, a `command` agent's program) starts through `confined_argv`:
 
-    /bin/sh -c '<join the trial cgroups>; ulimit ...; exec "$@"'      (as the harness user)
-      setpriv --reuid=47000 ... --inh-caps=-all --bounding-set=-all   (only when hrbench is root)
-        bwrap ... --unshare-user --unshare-all ...                    (unprivileged: a user namespace)
-          the command
+    launch -c <trial cgroup.procs>... -l <rlimit>... [-u 47000:47000] --   (launch.c, one exec)
+      bwrap ... --unshare-user --unshare-all ...                        (unprivileged: a user namespace)
+        the command
+
+The launcher joins the trial's cgroups, sets the rlimits and, only when hrbench is root, drops to
+SANDBOX_UID with every capability set (bounding set included) empty; then no_new_privs, then
+bwrap. Where no C compiler is installed, `/bin/sh` (cgroups, ulimit) and `setpriv` do the same in
+two execs. (Forking the harness to do it in Python costs more than both: a fork copies the page
+tables of a Python process of some hundred MB, where these execs start from vfork.)
 
 So the sandbox never holds host-root power: as root, bwrap itself starts as the dedicated
 unprivileged uid `SANDBOX_UID` with no capabilities, and the sandbox's capabilities live in a
@@ -24,13 +29,16 @@ from __future__ import annotations
 import atexit
 import ctypes
 import functools
+import hashlib
 import itertools
 import os
+import resource
 import secrets
 import shlex
 import shutil
 import signal
 import stat
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -85,27 +93,34 @@ def bwrap_available() -> bool:
 
 # -- the sandbox's filesystem -------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=1)
+def _host_root() -> tuple[str, ...]:
+    """The part of the root that depends on the host's layout (which secrets exist, whether /bin is
+    a symlink), looked at once per process: a secret created under /etc after hrbench started is
+    not masked until the next run (one that disappears makes every sandbox fail to start)."""
+    args = [_tool("bwrap"), "--size", str(_ROOT_TMPFS_BYTES), "--tmpfs", "/",
+            "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+    for secret in _HOST_SECRETS:
+        if os.path.isdir(secret):
+            args += ["--tmpfs", secret, "--remount-ro", secret]
+        elif os.path.lexists(secret):
+            args += ["--ro-bind", "/dev/null", secret]
+    for target, link in _ROOT_SYMLINKS:
+        if os.path.islink(link) or not os.path.exists(link):
+            args += ["--symlink", target, link]
+        else:
+            args += ["--ro-bind", link, link]
+    return tuple(args)
+
+
 def root_mounts(limits: SandboxLimits) -> list[str]:
     """bwrap arguments for the sandbox's root: a small tmpfs with read-only /usr and /etc.
 
     Binding / (or /opt, /var, /home) would expose the task registry, and with it every solve.sh
     and test, to the agent; /etc's secrets are masked."""
-    args = [_tool("bwrap"), "--size", str(_ROOT_TMPFS_BYTES), "--tmpfs", "/",
-            "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
-    for secret in _HOST_SECRETS:
-        if Path(secret).is_dir():
-            args += ["--tmpfs", secret, "--remount-ro", secret]
-        elif Path(secret).exists():
-            args += ["--ro-bind", "/dev/null", secret]
-    for target, link in _ROOT_SYMLINKS:
-        if Path(link).is_symlink() or not Path(link).exists():
-            args += ["--symlink", target, link]
-        else:
-            args += ["--ro-bind", link, link]
     # /dev is bwrap's own tmpfs: made read-only so it cannot be filled; /dev/shm and /tmp are sized.
-    args += ["--dev", "/dev", "--size", str(limits.shm_mb * _MB), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
-             "--proc", "/proc", "--size", str(limits.tmp_mb * _MB), "--tmpfs", "/tmp"]
-    return args
+    return [*_host_root(), "--dev", "/dev", "--size", str(limits.shm_mb * _MB), "--tmpfs", "/dev/shm",
+            "--remount-ro", "/dev", "--proc", "/proc", "--size", str(limits.tmp_mb * _MB), "--tmpfs", "/tmp"]
 
 
 def namespace_args(*, network: bool = False, nested_userns: bool = False, env: dict[str, str] | None = None,
@@ -231,11 +246,6 @@ class TrialCgroup:
     def enforced(self) -> set[str]:
         return set(self.dirs)
 
-    def join_script(self) -> str:
-        """Shell lines that move the launching shell into every cgroup (children inherit them)."""
-        files = {str(d / "cgroup.procs") for d in self.dirs.values()}
-        return "".join(f"echo $$ > {shlex.quote(f)} || exit 125\n" for f in sorted(files))
-
     def pids(self) -> set[int]:
         found: set[int] = set()
         for group in self.dirs.values():
@@ -245,9 +255,21 @@ class TrialCgroup:
                 pass
         return found
 
+    def empty(self) -> bool:
+        """No process is left in the trial, read from one of its cgroups: every process of the trial
+        is in all of them, since the launcher joins them all before anything runs and nothing
+        inside can move (listing a v1 cgroup's members is the costly part of emptying a trial)."""
+        for group in self.dirs.values():
+            try:
+                with open(group / "cgroup.procs", "rb") as members:
+                    return not members.read(64).strip()
+            except OSError:
+                continue
+        return True
+
     def kill(self, timeout_s: float = 10.0) -> bool:
         """SIGKILL every process of the trial and wait until none is left; True when empty."""
-        if not self.dirs:
+        if not self.dirs or self.empty():  # an empty trial has no process that could fork into it
             return True
         pids_max = self.dirs.get("pids")
         if pids_max is not None:
@@ -255,7 +277,7 @@ class TrialCgroup:
         deadline = time.monotonic() + timeout_s
         try:
             while True:
-                alive = self.pids()
+                alive = set() if self.empty() else self.pids()
                 if not alive:
                     return True
                 if time.monotonic() > deadline:
@@ -316,6 +338,38 @@ def _write(path: Path, text: str) -> None:
 
 # -- the launcher ---------------------------------------------------------------------------------
 
+_LAUNCH_SOURCE = Path(__file__).with_name("launch.c")
+
+
+@functools.lru_cache(maxsize=1)
+def launcher() -> str | None:
+    """The compiled launcher (launch.c), built once per version of its source into the sandbox
+    area; None where no C compiler is installed or it cannot build the launcher (the launcher is
+    then `sh` + `setpriv`: the same steps in two more execs, about 2 ms more CPU per sandboxed
+    process, docs/security.md)."""
+    source = _LAUNCH_SOURCE.read_bytes()
+    folder = sandbox_area() / "launcher"
+    binary = folder / f"launch-{hashlib.sha256(source).hexdigest()[:16]}"
+    if not binary.exists():
+        compiler = shutil.which("cc", path=SANDBOX_PATH) or shutil.which("gcc", path=SANDBOX_PATH)
+        if compiler is None:
+            return None
+        folder.mkdir(mode=0o755, exist_ok=True)
+        building = folder / f".{binary.name}-{os.getpid()}-{threading.get_ident()}"
+        built = subprocess.run([compiler, "-O2", "-Wall", "-o", str(building), str(_LAUNCH_SOURCE)], env=LAUNCH_ENV,
+                               capture_output=True, text=True, check=False)
+        if built.returncode != 0:  # e.g. a compiler without the C library's headers: same steps, two execs
+            building.unlink(missing_ok=True)
+            return None
+        os.chmod(building, 0o755)
+        os.replace(building, binary)  # atomic: concurrent harnesses may build it side by side
+    info = binary.lstat()
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise SandboxError(f"{binary} is not a regular file owned by uid {os.geteuid()} and writable only by it; "
+                           "remove it (someone else may have planted it) and run again")
+    return str(binary)
+
+
 def confined_argv(bwrap_args: list[str], command: list[str], limits: SandboxLimits,
                   cgroup: TrialCgroup | None) -> list[str]:
     """The full command line: join the trial's cgroups, set rlimits, drop to SANDBOX_UID, bwrap.
@@ -324,18 +378,34 @@ def confined_argv(bwrap_args: list[str], command: list[str], limits: SandboxLimi
     `start_new_session=True` (so killing its process group ends bwrap, and with it the sandbox's
     pid namespace)."""
     enforced = cgroup.enforced if cgroup is not None else set()
-    # dash's ulimit: -v KiB, -f 512-byte blocks, -t seconds, -p processes (per uid: only a fallback,
-    # since every trial's sandbox runs as the same uid)
-    ulimit = [f"-v {limits.memory_mb * 1024}", f"-f {limits.workspace_mb * 2048}", f"-t {limits.cpu_sec}"]
+    procs = sorted({str(d / "cgroup.procs") for d in cgroup.dirs.values()}) if cgroup is not None else []
+    # RLIMIT_NPROC counts per uid, and every trial's sandbox runs as the same uid: only a fallback
+    rlimits = [(resource.RLIMIT_AS, limits.memory_mb * _MB), (resource.RLIMIT_FSIZE, limits.workspace_mb * _MB),
+               (resource.RLIMIT_CPU, limits.cpu_sec)]
     if "pids" not in enforced:
-        ulimit.append(f"-p {limits.max_pids}")
-    script = (cgroup.join_script() if cgroup is not None else "") \
-        + "".join(f"ulimit {flag} || exit 125\n" for flag in ulimit) + 'exec "$@"\n'
+        rlimits.append((resource.RLIMIT_NPROC, limits.max_pids))
+    tail = bwrap_args + ["--"] + command
+    helper = launcher()
+    if helper is not None:
+        argv = [helper]
+        for path in procs:
+            argv += ["-c", path]
+        for which, value in rlimits:
+            argv += ["-l", f"{which}={value}"]
+        if privileged():
+            argv += ["-u", f"{SANDBOX_UID}:{SANDBOX_GID}"]
+        return argv + ["--"] + tail
+    # no compiler: the same steps by sh and setpriv (dash's ulimit: -v KiB, -f 512-byte blocks)
+    flags = {resource.RLIMIT_AS: ("-v", 1024), resource.RLIMIT_FSIZE: ("-f", 512), resource.RLIMIT_CPU: ("-t", 1),
+             resource.RLIMIT_NPROC: ("-p", 1)}
+    script = "".join(f"echo $$ > {shlex.quote(path)} || exit 125\n" for path in procs) \
+        + "".join(f"ulimit {flags[which][0]} {value // flags[which][1]} || exit 125\n" for which, value in rlimits) \
+        + 'exec "$@"\n'
     drop: list[str] = []
     if privileged():
         drop = [_tool("setpriv"), f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-    return ["/bin/sh", "-c", script, "hrbench-sandbox"] + drop + bwrap_args + ["--"] + command
+    return ["/bin/sh", "-c", script, "hrbench-sandbox"] + drop + tail
 
 
 # -- ownership and sized workspaces ---------------------------------------------------------------

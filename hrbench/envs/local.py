@@ -8,9 +8,11 @@ solve.sh and test, to the agent.
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import math
 import os
+import select
 import shutil
 import stat
 import subprocess
@@ -86,6 +88,7 @@ def ensure_persist_dirs(workspace: Path, task: Task) -> None:
             sandbox_owner(workspace / PERSIST_DIR)
 
 
+@functools.cache
 def _toolchain() -> Path:
     """The verifier toolchain folder (in the sandbox area, root-owned, read-only bound): `python` and the bare
     `pytest` command most published Harbor verifiers call (Debian's is `pytest-3`)."""
@@ -109,33 +112,47 @@ def run_confined(argv: list[str], stdin: str, timeout_s: float, cgroup: TrialCgr
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True, env=LAUNCH_ENV, cwd="/")
     buf = HeadTail(output_limit // 2)
+    pending = memoryview(stdin.encode("utf-8", errors="surrogateescape"))
+    out_fd, in_fd = proc.stdout.fileno(), proc.stdin.fileno()
+    os.set_blocking(in_fd, False)
+    poller = select.poll()  # one thread feeds and drains the command: no helper threads per process
+    poller.register(out_fd, select.POLLIN)
+    poller.register(in_fd, select.POLLOUT)
 
-    def read() -> None:
-        fd = proc.stdout.fileno()
-        while chunk := os.read(fd, 65536):
-            buf.add(chunk)
+    def pump(until: float) -> bool:
+        """Feed stdin and drain the output until the output pipe closes (True) or `until` (False).
 
-    def write() -> None:
-        try:
-            proc.stdin.write(stdin.encode("utf-8", errors="surrogateescape"))
-            proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass
+        The output pipe closes when bwrap and everything in its pid namespace are gone: waiting for
+        it is waiting for the command, without subprocess's polling sleeps."""
+        nonlocal pending
+        while (remaining := until - time.monotonic()) > 0:
+            for fd, _ in poller.poll(remaining * 1000):
+                if fd == out_fd:
+                    chunk = os.read(out_fd, 65536)
+                    if not chunk:
+                        poller.unregister(out_fd)
+                        return True
+                    buf.add(chunk)
+                    continue
+                try:
+                    pending = pending[os.write(in_fd, pending[:65536]):]
+                except BlockingIOError:
+                    continue
+                except OSError:  # the command stopped reading (closed its stdin or exited)
+                    pending = pending[:0]
+                if not pending:
+                    poller.unregister(in_fd)
+                    proc.stdin.close()
+        return False
 
-    reader = threading.Thread(target=read, daemon=True)
-    writer = threading.Thread(target=write, daemon=True)
-    reader.start()
-    writer.start()
-    # The output pipe closes when bwrap and everything in its pid namespace are gone: waiting for the
-    # reader is waiting for the command, without subprocess's polling sleeps.
-    reader.join(timeout=timeout_s)
-    timed_out = reader.is_alive()
+    timed_out = not pump(start + timeout_s)
+    closed = not timed_out
     if timed_out:
         _kill_group(proc)  # bwrap dies, and its pid namespace with it (--die-with-parent)
-        reader.join(timeout=_KILL_GRACE_S)
-    if reader.is_alive() and cgroup is not None:  # something still holds the pipe: empty the trial's cgroup
+        closed = pump(time.monotonic() + _KILL_GRACE_S)
+    if not closed and cgroup is not None:  # something still holds the pipe: empty the trial's cgroup
         cgroup.kill()
-        reader.join(timeout=_KILL_GRACE_S)
+        pump(time.monotonic() + _KILL_GRACE_S)
     try:
         proc.wait(timeout=_KILL_GRACE_S)
     except subprocess.TimeoutExpired:
@@ -187,10 +204,13 @@ class LocalEnvironment:
 
     def _env(self, *extra: tuple[tuple[str, str], ...], where: str = "[environment.env]") -> dict[str, str]:
         """[environment.env] plus `extra` tables, templates resolved from the harness's environment."""
+        # os.environ itself, not a copy: only the variables a table names are read (once per sandboxed process)
         try:
-            out = resolve_env(self.task.env, dict(os.environ), f"{self.task.path / 'task.toml'} [environment.env]")
+            out = resolve_env(self.task.env, os.environ, f"{self.task.path / 'task.toml'} [environment.env]") \
+                if self.task.env else {}
             for table in extra:
-                out.update(resolve_env(table, dict(os.environ), f"{self.task.path / 'task.toml'} {where}"))
+                if table:
+                    out.update(resolve_env(table, os.environ, f"{self.task.path / 'task.toml'} {where}"))
         except KeyError as exc:
             raise SandboxError(exc.args[0]) from None
         return out

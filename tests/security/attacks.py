@@ -20,7 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from hrbench.envs.confine import SandboxLimits, TrialCgroup, privileged
+from hrbench.envs.confine import (
+    SANDBOX_GID,
+    SANDBOX_UID,
+    SandboxLimits,
+    TrialCgroup,
+    privileged,
+)
 from hrbench.envs.local import LocalBackend
 from hrbench.harness.terminal import ShellTerminal
 from hrbench.tasks.loader import load_task
@@ -55,10 +61,52 @@ def _alive_with(marker: str) -> list[int]:
     return found
 
 
+def _status_fields(text: str) -> dict[str, str]:
+    """/proc/PID/status lines as {field: value with whitespace collapsed}."""
+    return {k.strip(): " ".join(v.split()) for k, _, v in (line.partition(":") for line in text.splitlines()) if v}
+
+
+def _unprivileged(status: dict[str, str], bounding: bool = True) -> bool:
+    """The sandbox uid (the harness's own when not root) in every id, no group, no capability, no_new_privs.
+
+    `bounding=False` skips the bounding set: a harness that is not root cannot empty its own (nor
+    gain anything from it under no_new_privs); inside the sandbox bwrap empties it."""
+    uid = str(SANDBOX_UID if privileged() else os.geteuid())
+    gid = str(SANDBOX_GID if privileged() else os.getegid())
+    return (status.get("Uid") == " ".join([uid] * 4) and status.get("Gid") == " ".join([gid] * 4)
+            and status.get("Groups", "") in ("", gid)  # bwrap's user namespace shows its own gid at most
+            and all(status.get(f"Cap{s}") == "0" * 16 for s in ("Inh", "Prm", "Eff", "Amb") + ("Bnd",) * bounding)
+            and status.get("NoNewPrivs") == "1")
+
+
+def _mount_of(group: Path) -> Path:
+    """The cgroup filesystem mount a cgroup directory lives under (its /proc/PID/cgroup paths are relative to it)."""
+    while not os.path.ismount(group):
+        group = group.parent
+    return group
+
+
 def attacks(trial: Trial, cache: Path) -> dict[str, tuple[bool, str]]:
     """Every attack, in order; each returns (held, what happened)."""
     nonce = secrets.token_hex(6)
     results: dict[str, tuple[bool, str]] = {}
+
+    out = trial.sh("grep -E '^(Uid|Gid|Groups|Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status")
+    results["hold a privilege inside the sandbox (uid, groups, capabilities, no_new_privs)"] = (
+        _unprivileged(_status_fields(out)), out.strip().replace("\n", " ").replace("\t", " "))
+    shells = [s for s in trial.env._shells if not s.closed]
+    outside = {}
+    for shell in shells:  # the sandbox's outermost process, bwrap, seen from the host
+        outside = _status_fields(Path(f"/proc/{shell.proc.pid}/status").read_text())
+        outside["cgroups"] = Path(f"/proc/{shell.proc.pid}/cgroup").read_text()
+    trial_groups = {c: "/" + str(d.relative_to(_mount_of(d))) for c, d in trial.env.cgroup.dirs.items()}
+    joined = {c: next((line.split(":", 2)[2] for line in outside.get("cgroups", "").splitlines()
+                       if c in line.split(":")[1].split(",")), None) for c in trial_groups}
+    results["start bwrap with host privileges or outside the trial's cgroups"] = (
+        len(shells) == 1 and outside.get("Name") == "bwrap" and _unprivileged(outside, bounding=privileged())
+        and joined == trial_groups,
+        (f"bwrap on the host: uid {outside.get('Uid')}, bounding set {outside.get('CapBnd')}, no_new_privs "
+         f"{outside.get('NoNewPrivs')}; cgroups {joined} (the trial's: {trial_groups})"))
 
     out = trial.sh("umount /etc/shadow; echo rc=$?; grep -c '^root:' /etc/shadow; true")
     results["umount a masked path (/etc/shadow)"] = ("rc=0" not in out and "\n1\n" not in "\n" + out, out.strip())

@@ -1,0 +1,78 @@
+"""Protects the sandbox launcher (hrbench/envs/launch.c, the one exec between the harness and bwrap):
+it fails closed, running nothing, when it cannot join a trial's cgroup; a planted launcher binary is
+refused; and without a C compiler the sh + setpriv launcher confines a sandbox exactly as it does."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hrbench.envs import confine
+from hrbench.envs.base import SandboxError
+from hrbench.envs.confine import (
+    LAUNCH_ENV,
+    SandboxLimits,
+    TrialCgroup,
+    confined_argv,
+    namespace_args,
+    root_mounts,
+)
+from hrbench.envs.local import LocalBackend
+from hrbench.tasks.loader import load_task
+from tests.conftest import TINY_TASK
+
+STATUS = "grep -E '^(Uid|Gid|Groups|Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status; ulimit -t -f -v"
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, env=LAUNCH_ENV, cwd="/", capture_output=True, text=True, timeout=60,
+                          start_new_session=True, check=False)
+
+
+def test_a_cgroup_it_cannot_join_stops_the_launch_before_anything_runs(tmp_path: Path):
+    marker = tmp_path / f"ran-{secrets.token_hex(3)}"
+    unjoinable = TrialCgroup("unjoinable", SandboxLimits(), existing={"pids": tmp_path / "no-such-cgroup"})
+    bwrap = root_mounts(SandboxLimits()) + ["--bind", str(tmp_path), str(tmp_path)] + namespace_args()
+    proc = _run(confined_argv(bwrap, ["/bin/sh", "-c", f"touch {marker}"], SandboxLimits(), unjoinable))
+    assert proc.returncode == 125, proc.stderr
+    assert "cannot join the cgroup" in proc.stderr and "no-such-cgroup" in proc.stderr
+    assert not marker.exists()
+
+
+@pytest.mark.skipif(confine.launcher() is None, reason="no C compiler: the sh + setpriv launcher is in use")
+def test_a_launcher_binary_writable_by_others_is_refused(tmp_path: Path, monkeypatch):
+    area = tmp_path / "area"
+    area.mkdir(mode=0o711)
+    monkeypatch.setattr(confine, "sandbox_area", lambda: area)
+    confine.launcher.cache_clear()
+    try:
+        binary = Path(confine.launcher())  # built afresh in the private area
+        assert binary.parent == area / "launcher"
+        os.chmod(binary, 0o777)
+        confine.launcher.cache_clear()
+        with pytest.raises(SandboxError, match="writable only by it"):
+            confine.launcher()
+    finally:
+        confine.launcher.cache_clear()
+
+
+def _status_inside(tmp_path: Path) -> list[str]:
+    env = LocalBackend(tmp_path / "cache").start(load_task(TINY_TASK), 0)
+    try:
+        return env.exec(STATUS, 30).output.split()
+    finally:
+        env.close()
+
+
+def test_the_fallback_launcher_confines_a_sandbox_as_the_compiled_one_does(tmp_path: Path, monkeypatch):
+    compiled = _status_inside(tmp_path / "compiled")
+    monkeypatch.setattr(confine, "launcher", lambda: None)
+    assert confined_argv(["bwrap"], ["true"], SandboxLimits(), None)[0] == "/bin/sh"
+    fallback = _status_inside(tmp_path / "fallback")
+    assert fallback == compiled
+    assert "NoNewPrivs:" in compiled and compiled[compiled.index("NoNewPrivs:") + 1] == "1"
+    assert compiled[compiled.index("CapBnd:") + 1] == "0" * 16
