@@ -29,7 +29,7 @@ def _verify(tmp_path: Path, body: str) -> tuple[str, dict[str, str]]:
     logs = tmp_path / "logs"
     script = tmp_path / "test.sh"
     script.write_text(f"source {CHECK_LIBRARY}\n" + textwrap.dedent(body) + "finish\n")
-    done = subprocess.run(["bash", str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    done = subprocess.run(["bash", str(script)], check=False, cwd=tmp_path, capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path),
                                "HRBENCH_LOGS": str(logs)})
     folder = logs / "verifier"
@@ -95,7 +95,7 @@ class _Writer(Agent):
         if observation.turn > 1:
             return Action(task_complete=True)
         first, last = (1, 6) if observation.stage_index == 0 else (7, 12)
-        lines = [("[%d]999999" % i if i in self.wrong else self.doc.expected[i - 1])
+        lines = [(f"[{i}]999999" if i in self.wrong else self.doc.expected[i - 1])
                  for i in range(first, last + 1) if i not in self.dropped]
         body = "".join(f"  {line}  \n\n" for line in lines)  # blanks around and between lines are ignored
         redirect = ">" if first == 1 else ">>"

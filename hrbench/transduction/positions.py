@@ -76,7 +76,7 @@ def position_table(records: pd.DataFrame, bins: int = 4, level: float = 0.95) ->
     for agent, group in binned.groupby("agent", sort=False):
         for b in range(bins):
             flags = group.loc[group["_bin"] == b, "correct"]
-            k, n = int(flags.sum()), int(len(flags))
+            k, n = int(flags.sum()), len(flags)
             low, high = wilson_interval(k, n, level)
             rows.append({"agent": agent, "bin_low": b / bins, "bin_high": (b + 1) / bins, "k": k, "n": n,
                          "accuracy": k / n if n else math.nan, "ci_low": low, "ci_high": high, "unit": "record"})

@@ -17,7 +17,14 @@ import pytest
 from hrbench.analysis import current_tables
 from hrbench.report.html import study_inputs
 from hrbench.study_run import StudyRun
-from tests.report.test_report import ALL_FIGURES, ARTIFACTS, CHROMIUM, _chromium, _probe, _probe_page
+from tests.report.test_report import (
+    ALL_FIGURES,
+    ARTIFACTS,
+    CHROMIUM,
+    _chromium,
+    _probe,
+    _probe_page,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 STUDY = Path(__file__).resolve().parent / "report_demo.yaml"

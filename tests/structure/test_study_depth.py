@@ -73,3 +73,32 @@ def test_each_task_is_measured_in_appendix_b_order_with_the_named_models(tmp_pat
     assert lt["n_runs"] == 6
     # D = 1 on calib-parallel: the second model is not run at all
     assert [r["model"] for r in json.loads(calib["runs_json"])] == ["steady", "steady"]
+
+
+def test_a_depth_study_has_a_task_depth_asset_the_report_depends_on(tmp_path: Path):
+    from dagster import AssetKey
+
+    from pipelines.builder import build_definitions
+
+    graph = build_definitions(_study(tmp_path, {}), tmp_path / "out").resolve_asset_graph()
+    node = graph.get(AssetKey("task_depth"))
+    assert node.group_name == "protocol" and AssetKey("preregistration") in node.parent_keys
+    assert AssetKey("task_depth") in graph.get(AssetKey("study_report")).parent_keys
+    without = build_definitions(_study(tmp_path, None), tmp_path / "out2").resolve_asset_graph()
+    assert AssetKey("task_depth") not in without.get_all_asset_keys()
+
+
+def test_depth_metadata_has_the_table_and_the_plane():
+    import pandas as pd
+
+    from hrbench.report.context import depth_metadata
+
+    frame = pd.DataFrame([{"task": f"t{i}", "family": "f", "depth": d, "depth_status": s, "n_turns": n,
+                           "work_lines": 10 * (i + 1), "work_chars": 100, "n_runs": 4, "dependency_depth": 1}
+                          for i, (d, s, n) in enumerate([(2, "estimate", 2), (None, "no_estimate", None),
+                                                         (None, "above_largest_cap", 90)])])
+    meta = depth_metadata(frame)
+    rows = meta["depth_table"].splitlines()[2:]
+    assert rows == ["| t0 | f | 2 | 2 | 10 | 100 | 4 |", "| t1 | f | none | — | 20 | 100 | 4 |",
+                    "| t2 | f | > largest cap | 90 | 30 | 100 | 4 |"]
+    assert "](data:image/png;base64," in meta["figure_depth_work"]
