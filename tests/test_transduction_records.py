@@ -149,3 +149,32 @@ def test_position_table_pools_records_by_relative_position():
     a = table[table["agent"] == "a"]
     assert list(a["k"]) == [6, 3] and list(a["n"]) == [6, 6]
     assert list(a["bin_low"]) == [0.0, 0.5] and a["ci_high"].iloc[1] < 1.0
+
+
+def _checkpoint_scores(tmp_path: Path, params, trials: int) -> pd.DataFrame:
+    from hrbench.transduction.agent import TransducerAgent
+
+    task, backend = load_task(TASK), LocalBackend(tmp_path / "cache")
+    protocol = CheckpointProtocol(budget=Budget(max_turns=2, timeout_sec=30))
+    records = [run_checkpoint_trial(_spec("checkpoint", stage, i), task, TransducerAgent(params), backend, protocol,
+                                    seed=17, trajectory_dir=tmp_path / "traj")
+               for stage in ("part1", "part2") for i in range(trials)]
+    return record_scores(records_table(records), [task])
+
+
+@pytest.mark.slow
+def test_real_trial_scores_recover_a_flat_error_rate_and_show_a_decay(tmp_path: Path):
+    from hrbench.stats.intervals import wilson_interval
+    from hrbench.transduction.agent import TransducerParams
+
+    flat = _checkpoint_scores(tmp_path / "flat", TransducerParams(error_rate=0.15), 25)
+    assert len(flat) == 25 * 12
+    wrong = int((~flat["correct"]).sum())
+    low, high = wilson_interval(wrong, len(flat))
+    assert low <= 0.15 <= high
+    table = position_table(flat, bins=2)  # flat: both halves' intervals hold the declared accuracy
+    assert all(lo <= 0.85 <= hi for lo, hi in zip(table["ci_low"], table["ci_high"]))
+
+    decay = position_table(_checkpoint_scores(tmp_path / "decay", TransducerParams(decay=0.8), 25), bins=2)
+    first, last = decay.iloc[0], decay.iloc[1]  # e(i) = 0.8 i / 11: mean accuracy 0.84 then 0.38
+    assert last["ci_high"] < first["ci_low"]
