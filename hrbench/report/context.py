@@ -187,7 +187,7 @@ def depth_correlation(structure: pd.DataFrame, natural: pd.DataFrame, level: flo
         r = rank_partial_correlation(rows["pass_rate"], rows["depth"], rows["work_lines"], level=level)
     except ValueError as exc:  # constant pass rate or D fully explained by W: say why there is no number
         return {"n": len(rows), "undefined": str(exc)}
-    return {"n": len(rows), **r.model_dump()}
+    return {"n": len(rows), "undefined": None, **r.model_dump()}  # the template reads `undefined` either way
 
 
 def raw_counts(stage_estimates: pd.DataFrame, observed: pd.DataFrame, natural: pd.DataFrame) -> pd.DataFrame:
