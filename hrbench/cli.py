@@ -321,7 +321,7 @@ def depth(paths: list[Path] = typer.Argument(None, help="task package directorie
         backend = make_backend("local", BackendOptions(cache_dir=Path(tmp)))
         for task in tasks:
             estimate = estimate_depth([(s.id, harness_runner(task, make_agent(s), backend, seed=draw_seed,
-                                                             trajectory_dir=Path(tmp) / "trajectories"))
+                                                             trajectory_dir=Path(tmp) / "trajectories", model=s.id))
                                        for s in specs])
             w = task_work(task)
             shown = {"above_largest_cap": f"> {CAPS[-1]}", "no_estimate": "none"}  # D's status in its cell

@@ -22,6 +22,7 @@ from hrbench.agents.specs import AgentSpec, SimAgentSpec
 from hrbench.stats.baselines import BaselineKind
 from hrbench.stats.data import ZeroRule
 from hrbench.stats.residuals import QuadrantThresholds
+from hrbench.structure.settings import DepthSettings
 
 BUILTIN_REGISTRY = Path(__file__).resolve().parent.parent / "task_registry"
 
@@ -214,6 +215,7 @@ class Study(Frozen):
     concurrency: int = Field(
         4, ge=1, le=64, description="trials run at once inside one partition (they mostly wait on sandboxes)"
     )
+    depth: DepthSettings | None = Field(None, description="measure depth D by turn caps (task_depth asset)")
 
     @field_validator("conditions", mode="before")
     @classmethod
@@ -248,6 +250,13 @@ class Study(Frozen):
         if looks and cap is not None and cap < 2:
             raise ValueError(f"sim agents {looks} look at their workspace before acting (2 turns per stage); "
                              "checkpoint.budget.max_turns must be at least 2 for their truth to hold")
+        return self
+
+    @model_validator(mode="after")
+    def _depth_agents(self) -> "Study":
+        unknown = sorted(set(self.depth.agents) - {a.id for a in self.agents}) if self.depth else []
+        if unknown:
+            raise ValueError(f"depth.agents {unknown}: not among the study's agents {[a.id for a in self.agents]}")
         return self
 
     @model_validator(mode="after")

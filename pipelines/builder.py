@@ -30,7 +30,8 @@ def build_definitions(study_path: str | Path, out_dir: str | Path, progress: boo
     jobs = build_jobs(loaded.study.name, steps_for(loaded.study))
     out = Path(out_dir).resolve()
     return Definitions(
-        assets=build_study_assets(agent_task, conditions, loaded.study.needs_prefix_rollouts),
+        assets=build_study_assets(agent_task, conditions, loaded.study.needs_prefix_rollouts,
+                                  depth=loaded.study.depth is not None),
         asset_checks=build_study_checks(agent_task, conditions),
         jobs=jobs,
         schedules=build_schedules(jobs[0]),

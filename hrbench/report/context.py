@@ -128,8 +128,8 @@ def chunk_positions(estimates: pd.DataFrame, bins: int = 4, level: float = 0.95)
     Chunk j of an n-chunk document is a stage that a checkpoint trial starts from the reference
     output of earlier chunks in a clean context, so its pass rate is the accuracy of that part of
     the output alone; chunks are pooled by the relative position of their middle, (j + ½) / n, with a
-    Wilson interval per bin. Records inside a chunk are not resolved (a trial row keeps no output);
-    a per-record table given as `ReportInputs.positions` is drawn instead when present.
+    Wilson interval per bin. Records inside a chunk are not resolved: the per-record table of
+    `ReportInputs.positions` (from the verifiers' per-line sub-rewards) is drawn instead when present.
     """
     if not len(estimates) or "family" not in estimates:
         return pd.DataFrame()
@@ -187,7 +187,7 @@ def depth_correlation(structure: pd.DataFrame, natural: pd.DataFrame, level: flo
         r = rank_partial_correlation(rows["pass_rate"], rows["depth"], rows["work_lines"], level=level)
     except ValueError as exc:  # constant pass rate or D fully explained by W: say why there is no number
         return {"n": len(rows), "undefined": str(exc)}
-    return {"n": len(rows), **r.model_dump()}
+    return {"n": len(rows), "undefined": None, **r.model_dump()}  # the template reads `undefined` either way
 
 
 def raw_counts(stage_estimates: pd.DataFrame, observed: pd.DataFrame, natural: pd.DataFrame) -> pd.DataFrame:
@@ -289,7 +289,9 @@ _FIGURES = [
     _FigureSpec("cost_pass", "Cost–pass Pareto", "Mean cost per run against pass rate, per agent and condition; "
                 "the red line joins the points no other beats on both.", lambda i, s: figures.cost_pass_plot(i.dense)),
     _FigureSpec("position", "Accuracy by output position (transduction)", "Accuracy by relative output position "
-                "with Wilson intervals per bin; a flat curve means the model does not degrade along the document.",
+                "with Wilson intervals per bin; a flat curve means the model does not degrade along the document. "
+                "Unit record: the stage verifiers' per-line scores (reward.json) of the baseline natural rollouts, "
+                "lines of stages a rollout never reached left out; unit chunk: checkpoint pass rates per chunk.",
                 lambda i, s: figures.position_plot(positions_of(i))),
 ]
 
@@ -308,6 +310,23 @@ def report_figures(inputs: ReportInputs) -> list[Figure]:
 def figure_metadata(figs: list[Figure]) -> dict[str, str]:
     """{figure key: markdown with the figure inline}, for `MetadataValue.md` on a Dagster asset."""
     return {f"figure_{f.key}": f"**{f.title}**\n\n![{f.title}]({f.data_uri})\n\n{f.caption}" for f in figs}
+
+
+def depth_metadata(depth: pd.DataFrame) -> dict[str, str]:
+    """A task_depth table as markdown for Dagster metadata: D, N and W per task, and the depth–work plane."""
+    shown = {"above_largest_cap": "> largest cap", "no_estimate": "none"}
+    lines = ["| task | family | D | N | W lines | W chars | runs |", "|---|---|---:|---:|---:|---:|---:|"]
+    for r in depth.itertuples():
+        d = shown.get(r.depth_status, "—" if pd.isna(r.depth) else str(int(r.depth)))
+        n = "—" if pd.isna(r.n_turns) else str(int(r.n_turns))
+        lines.append(f"| {r.task} | {r.family} | {d} | {n} | {r.work_lines} | {r.work_chars} | {r.n_runs} |")
+    meta = {"depth_table": "\n".join(lines)}
+    png = figures.depth_work_plot(depth) if len(depth) else None
+    if png is not None:
+        spec = next(f for f in _FIGURES if f.key == "depth_work")
+        meta["figure_depth_work"] = figure_metadata([Figure(key=spec.key, title=spec.title, caption=spec.caption,
+                                                            png=png)])["figure_depth_work"]
+    return meta
 
 
 def too_small_notes(residuals: pd.DataFrame) -> list[str]:

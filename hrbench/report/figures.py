@@ -262,7 +262,9 @@ def depth_work_plot(structure: pd.DataFrame) -> bytes | None:
     fig = Figure(figsize=(6, 4))
     ax = fig.subplots()
     for i, (family, group) in enumerate(rows.groupby("family", sort=True)):
-        ax.scatter(group["work_lines"], group[y_col], color=f"C{i % 10}", label=family, s=24, alpha=0.8)
+        # the count in the label: tasks of one family often share a point (same D and W)
+        ax.scatter(group["work_lines"], group[y_col], color=f"C{i % 10}", label=f"{family} ({len(group)})", s=24,
+                   alpha=0.8)
     if has_depth:
         ax.set_yscale("log", base=2)
     ax.set_xscale("log")

@@ -28,6 +28,7 @@ from hrbench.report.context import (
 )
 from hrbench.stores import StudyStores
 from hrbench.structure.tables import dense_table
+from hrbench.transduction.positions import position_table, record_scores
 
 DEPTH_TABLE = "task_depth"  # one row per task: task, depth, depth_status, n_turns (when a study measures D)
 
@@ -83,10 +84,14 @@ def study_inputs(design: StudyDesign, tables: ReportTables, stores: StudyStores 
     natural = stored("natural_trials")
     dense = pd.DataFrame([r.model_dump() for r in dense_table(_records(natural), design.tasks)]) if len(natural) \
         else pd.DataFrame()
+    # per-record scores the transduction verifiers kept, from the baseline's natural rollouts (one history
+    # over the whole document: where a model degrades along its output)
+    baseline = natural[natural["condition"] == "baseline"] if len(natural) else natural
+    positions = position_table(record_scores(baseline, design.tasks), level=design.study.bootstrap.level)
     return ReportInputs(residuals=tables.residuals, contrasts=tables.contrasts, sensitivity=tables.sensitivity,
                         stage_estimates=stored("stage_estimates"), observed=stored("observed_success"),
                         natural=natural, catalog=design.catalog(), depth=stored(DEPTH_TABLE, per_condition=False),
-                        dense=dense)
+                        dense=dense, positions=positions)
 
 
 def render_report(header: ReportHeader, inputs: ReportInputs, figs: list[Figure] | None = None) -> str:

@@ -172,16 +172,18 @@ def estimate_depth(models: Sequence[tuple[str, RunFn]], caps: Sequence[int] = CA
 
 def harness_runner(task: Task, agent: Agent, backend: LocalBackend, *, seed: int = 0,
                    base_budget: Budget | None = None, label: str = "depth",
-                   trajectory_dir: Path | None = None) -> RunFn:
+                   trajectory_dir: Path | None = None, model: str | None = None) -> RunFn:
     """`run(cap)` backed by real natural rollouts of `agent` on `task` in the hrbench harness.
 
     A capped run states and enforces ``Budget.task_max_turns = cap`` (all parts together, App. B) and
     lifts the per-part cap; an uncapped run uses `base_budget` as given (its wall-time limits bound it).
     Each call is a new trial (its own trial key and seed), so repeated runs at one cap are independent.
+    `model` names the model in the trial keys (default: the agent's class name); give each model of a
+    set its own, or two agents of one class would share keys, seeds and trajectory files.
     """
     base = base_budget or Budget(max_turns=None, task_timeout_sec=600.0)
     counter = itertools.count()
-    agent_name = getattr(agent, "name", type(agent).__name__)
+    agent_name = model or getattr(agent, "name", type(agent).__name__)
 
     def run(cap: int | None) -> RunResult:
         budget = base if cap is None else base.model_copy(update={"task_max_turns": cap, "max_turns": None})

@@ -17,6 +17,12 @@
 #   finish                                      MUST be the last line of test.sh: empties
 #                                               ${HRBENCH_LOGS:-/logs}/verifier, then writes reward.txt
 #                                               = 1 iff at least one check ran and every check passed
+#   subreward       NAME VALUE                  (extension) a Harbor sub-reward kept beside the reward:
+#                                               with any recorded, finish writes reward.json =
+#                                               {"reward": R, NAME: VALUE, ...} instead of reward.txt
+#                                               (R as above). NAME: 1-64 of [A-Za-z0-9_.-], not
+#                                               `reward`; VALUE: a decimal in [0, 1]; a later VALUE
+#                                               of a NAME wins. A bad NAME or VALUE is a failed check.
 #   untrusted CMD...                            run code the agent wrote (see "Agent code" below); also
 #                                               as the first word after `--`: expect_ok n -- untrusted ...
 # Readers (print a value on stdout; print nothing and return 1 when it is missing):
@@ -130,19 +136,44 @@ fail() {
     return 1
 }
 
+_HRB_SUBS=""  # "NAME VALUE" lines, for a verifier without a private directory (subshells then don't count)
+
+subreward() { # NAME VALUE -> a sub-reward written into reward.json by finish
+    local name="$1" value="$2"
+    if ! [[ "$name" =~ ^[A-Za-z0-9_.-]{1,64}$ ]] || [ "$name" = reward ]; then
+        fail "subreward_name" "subreward: name '$(_hrb_short "$name")' must be 1-64 of [A-Za-z0-9_.-] and not 'reward'"
+        return 1
+    fi
+    if ! [[ "$value" =~ ^(0(\.[0-9]+)?|1(\.0+)?)$ ]]; then
+        fail "subreward_$name" "subreward: value '$(_hrb_short "$value")' of $name is not a decimal in [0, 1]"
+        return 1
+    fi
+    if [ -n "$_HRB_RESULTS" ]; then printf 'S %s %s\n' "$name" "$value" >>"$_HRB_RESULTS"
+    else _HRB_SUBS+="$name $value"$'\n'; fi
+    return 0
+}
+
 finish() {
-    local np=$_HRB_NPASS nf=$_HRB_NFAIL reward=0
+    local np=$_HRB_NPASS nf=$_HRB_NFAIL reward=0 subs="$_HRB_SUBS" json
     if [ -n "$_HRB_RESULTS" ] && [ -f "$_HRB_RESULTS" ]; then
         np=$(grep -c '^P ' "$_HRB_RESULTS")
         nf=$(grep -c '^F ' "$_HRB_RESULTS")
+        subs="$(sed -n 's/^S //p' "$_HRB_RESULTS")"
         rm -f "$_HRB_RESULTS"
     fi
     if [ "$np" -ge 1 ] && [ "$nf" -eq 0 ]; then reward=1; fi
     [ -n "$_HRB_PRIV" ] && rm -rf -- "$_HRB_PRIV"
     # Written last, after removing every other file (a reward.json would take precedence), and
-    # renamed into place so that a reader never sees half a file.
+    # renamed into place so that a reader never sees half a file. Names and values were checked by
+    # subreward; the last value of a name wins, names keep their first order.
     _hrb_clear_rewards
-    printf '%s\n' "$reward" >"$_HRB_LOGDIR/.reward.tmp" && mv -f "$_HRB_LOGDIR/.reward.tmp" "$_HRB_LOGDIR/reward.txt"
+    if [ -n "$subs" ]; then
+        json="$(printf '%s\n' "$subs" | awk -v r="$reward" 'NF == 2 { if (!($1 in v)) o[++n] = $1; v[$1] = $2 }
+            END { printf "{\"reward\": %s", r; for (i = 1; i <= n; i++) printf ", \"%s\": %s", o[i], v[o[i]]; print "}" }')"
+        printf '%s\n' "$json" >"$_HRB_LOGDIR/.reward.tmp" && mv -f "$_HRB_LOGDIR/.reward.tmp" "$_HRB_LOGDIR/reward.json"
+    else
+        printf '%s\n' "$reward" >"$_HRB_LOGDIR/.reward.tmp" && mv -f "$_HRB_LOGDIR/.reward.tmp" "$_HRB_LOGDIR/reward.txt"
+    fi
     printf 'checks: %s passed, %s failed -> reward %s\n' "$np" "$nf" "$reward"
     return 0
 }

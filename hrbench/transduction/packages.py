@@ -38,7 +38,13 @@ if [ -f /app/output.txt ] && [ ! -L /app/output.txt ]; then
     expect_eq output_lines_1_to_{last} "$GOT" "$(cat /tests/expected.txt)" exact
 else
     fail output_is_a_plain_file "/app/output.txt is not a plain file"
+    GOT=""
 fi
+# per-record scores of this part's lines (1 = line i equals expected line i), kept in reward.json
+while read -r i ok; do
+    subreward "$(printf 'line_%04d' "$i")" "$ok"
+done < <(printf '%s\\n' "$GOT" | awk -v a={first} -v b={last} 'NR == FNR { e[FNR] = $0; next }
+    { g[FNR] = $0 } END { for (i = a; i <= b; i++) print i, ((i in g) && g[i] == e[i]) ? 1 : 0 }' /tests/expected.txt -)
 finish
 """
 
@@ -102,7 +108,7 @@ def write_document_task(doc: Document, root: Path, chunks: int = 1) -> Path:
         stage = task / "steps" / part
         files[stage / "instruction.md"] = _instruction(doc, j, chunks, first, last)
         files[stage / "solution" / "solve.sh"] = _solve(doc.expected[first - 1:last], append=first > 1)
-        files[stage / "tests" / "test.sh"] = _TEST_SH.replace("{last}", str(last))
+        files[stage / "tests" / "test.sh"] = _TEST_SH.replace("{first}", str(first)).replace("{last}", str(last))
         files[stage / "tests" / "expected.txt"] = "".join(line + "\n" for line in doc.expected[:last])
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)

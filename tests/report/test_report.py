@@ -187,3 +187,25 @@ def test_the_probe_sees_a_request_and_a_broken_image(full, tmp_path):
     seen = _probe(bad)
     assert seen["w"][-1] == 0
     assert any("example.invalid" in v for v in seen["v"]), seen
+
+
+def _structure_inputs(rates: list[float]) -> ReportInputs:
+    """Six one-stage tasks with D, W and natural pass rates `rates` (the correlation needs ≥ 5 tasks)."""
+    names = [f"t{i}" for i in range(len(rates))]
+    catalog = pd.DataFrame([{"task": t, "family": "f", "n_stages": 1, "stage": "s1", "stage_index": 0,
+                             "work_lines": 10 + 7 * i % 5, "dependency_depth": 1} for i, t in enumerate(names)])
+    depth = pd.DataFrame([{"task": t, "depth": d, "depth_status": "estimate", "n_turns": d}
+                          for t, d in zip(names, (1, 2, 3, 5, 10, 20))])
+    natural = pd.DataFrame([{"agent": "a", "condition": "baseline", "task": t, "trial_index": j,
+                             "passed": j < round(10 * rate), "stages_passed": int(j < round(10 * rate)),
+                             "exit_reason": "passed" if j < round(10 * rate) else "failed"}
+                            for t, rate in zip(names, rates) for j in range(10)])
+    return ReportInputs(residuals=tables.inputs().residuals, catalog=catalog, depth=depth, natural=natural)
+
+
+def test_the_depth_correlation_is_stated_when_d_is_measured_on_enough_tasks():
+    page = render_report(tables.header(), _structure_inputs([0.9, 0.8, 0.8, 0.5, 0.3, 0.1]))
+    stated = re.search(r"controlling for W \(Conover–Iman,\s*n = 6\):\s*r = (-?[0-9.]+) \[", page)
+    assert stated and float(stated.group(1)) < 0  # deeper tasks pass less often here
+    flat = render_report(tables.header(), _structure_inputs([0.5] * 6))  # constant pass rate: no number, and why
+    assert re.search(r"n = 6\):\s*undefined \(", flat)

@@ -26,11 +26,12 @@ from hrbench.lineage import file_sha256, read_record
 from hrbench.harness.records import records_table
 from hrbench.preregistration import AgentRegistration, code_version, load_registration, record_study_source, store_registration
 from hrbench.protocol import StudyError
-from hrbench.report.context import figure_metadata
+from hrbench.report.context import depth_metadata, figure_metadata
 from hrbench.report.figures import forest_plot
 from hrbench.report.html import study_report as write_study_report
 from hrbench.report.summary import write_summary
 from hrbench.storage import LocalTableStore
+from hrbench.structure.study_depth import measure_study_depth
 from hrbench.study_run import StudyRun
 from hrbench.tasks.audit import StageAudit
 from pipelines.defs.study.evidence import prior_expected_success
@@ -157,17 +158,18 @@ def _output(value: object, data_version: DataVersion, metadata: dict) -> Output:
 
 
 def build_study_assets(agent_task: MultiPartitionsDefinition, conditions: list[str],
-                       prefix_rollouts: bool = False) -> list[AssetsDefinition]:
+                       prefix_rollouts: bool = False, depth: bool = False) -> list[AssetsDefinition]:
     """The assets, bound to the study's task partitions and conditions (each condition its own branch).
 
     `prefix_rollouts`: a `matched` checkpoint protocol needs recorded transcripts, so rollouts that
     only provide them run before the checkpoint trials (their outcomes are never observed as P_obs).
+    `depth`: the study declares `depth:`, so a `task_depth` asset measures D of its tasks.
     """
     with warnings.catch_warnings():
         # Beta/preview parameters we rely on deliberately: single-run backfill policies, automation conditions.
         warnings.simplefilter("ignore", BetaWarning)
         warnings.simplefilter("ignore", PreviewWarning)
-        return _build(agent_task, conditions, with_prefix=prefix_rollouts)
+        return _build(agent_task, conditions, with_prefix=prefix_rollouts, with_depth=depth)
 
 
 def _per_agent(context: AssetExecutionContext, run: StudyRun, compute) -> tuple[dict, dict]:
@@ -181,7 +183,7 @@ def _of(frame: pd.DataFrame, agent: str) -> pd.DataFrame:
 
 
 def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
-           with_prefix: bool) -> list[AssetsDefinition]:
+           with_prefix: bool, with_depth: bool = False) -> list[AssetsDefinition]:
     # `with_prefix`, not `prefix_rollouts`: the asset function of that name below would shadow the flag.
     version = code_version().label
 
@@ -228,6 +230,19 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
         return _output(frame, DataVersion(run.prereg_sha256[:24]), _meta(
             run, {"": frame}, file=str(path.relative_to(run.out_dir)), git_commit=str(prereg.code.git_commit),
             dirty=str(prereg.code.dirty), study_file=str(source)))
+
+    @asset(deps=[preregistration], group_name=PROTOCOL, code_version=version, automation_condition=STALE)
+    def task_depth(study: StudyResource) -> Output[pd.DataFrame]:
+        """Depth D by turn caps (depth paper App. B) and work W of the tasks the study's `depth:` names,
+        measured with real rollouts of its depth agents; one row per task with every run made."""
+        run = study.run()
+        try:
+            frame = measure_study_depth(run.design, run.runner.backend, run.stores)
+        except StudyError as exc:
+            raise Failure(str(exc)) from exc
+        return _output(frame, _version({"": frame}), metadata=_meta(
+            run, {"": frame}, tasks=len(frame), runs=int(frame["n_runs"].sum()),
+            **{k: MetadataValue.md(v) for k, v in depth_metadata(frame).items()}))
 
     @asset(partitions_def=AGENTS, deps=[preregistration], group_name=TRIALS, code_version=version,
            backfill_policy=SINGLE_RUN, automation_condition=STALE)
@@ -334,10 +349,12 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
     if interventions:
         report_ins["intervention_contrasts"] = AssetIn()
 
-    @asset(ins=report_ins, group_name=REPORT, code_version=version, automation_condition=STALE)
+    @asset(ins=report_ins, deps=[task_depth] if with_depth else [], group_name=REPORT, code_version=version,
+           automation_condition=STALE)
     def study_report(study: StudyResource, sensitivity_sweep: pd.DataFrame, resource_accounting: pd.DataFrame,
                      **tables_in: pd.DataFrame) -> MaterializeResult:
-        """The HTML report and summary.json: residuals per condition, contrasts, sensitivity, lineage."""
+        """The HTML report and summary.json: residuals per condition, contrasts, sensitivity, lineage, and
+        (from the stores) dense rewards, task_depth and the transduction verifiers' per-record scores."""
         run = study.run()
         contrasts = tables_in.pop("intervention_contrasts", pd.DataFrame())
         tables = analysis.current_tables(run.design, pd.concat(tables_in.values(), ignore_index=True),
@@ -354,7 +371,7 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
             **{k: MetadataValue.md(v) for k, v in figure_metadata(report.figures).items()},
         })
 
-    return [task_catalog, verifier_audit, preregistration, agent_registration,
+    return [task_catalog, verifier_audit, preregistration, *([task_depth] if with_depth else []), agent_registration,
             *([prefix_rollouts] if with_prefix else []), checkpoint_trials, *branches,
             *([intervention_contrasts] if interventions else []), sensitivity_sweep, resource_accounting, study_report]
 

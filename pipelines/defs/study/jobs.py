@@ -24,17 +24,19 @@ class Step(BaseModel):
     label: str
 
 
-def study_steps(conditions: list[str], prefix_rollouts: bool = False) -> list[Step]:
+def study_steps(conditions: list[str], prefix_rollouts: bool = False, depth: bool = False) -> list[Step]:
     """The steps of a study with these conditions: each condition's branch runs in the step of its kind
-    (a condition's asset is `<condition>/<name>`); matched checkpoints need their prefix rollouts first."""
+    (a condition's asset is `<condition>/<name>`); matched checkpoints need their prefix rollouts first;
+    a study that declares `depth:` measures it in the setup step (`task_depth`)."""
 
     def per_condition(*names: str) -> list[str]:
         return [f"{c}/{n}" for c in conditions for n in names]
 
     contrasts = ["intervention_contrasts"] if len(conditions) > 1 else []
     return [
-        Step(job="study_setup_job", assets=["task_catalog", "verifier_audit", "preregistration"], partitioned="none",
-             label="catalog, audit and pre-registration"),
+        Step(job="study_setup_job", assets=["task_catalog", "verifier_audit", "preregistration",
+                                            *(["task_depth"] if depth else [])], partitioned="none",
+             label="catalog, audit, pre-registration" + (" and depth" if depth else "")),
         Step(job="agent_registration_job", assets=["agent_registration"], partitioned="agent", label="registration"),
         Step(job="checkpoint_trials_job", assets=[*(["prefix_rollouts"] if prefix_rollouts else []),
                                                   "checkpoint_trials"], partitioned="agent_task",
@@ -78,4 +80,4 @@ def step_tags(step: Step, agent: str | None, task_names: list[str]) -> dict[str,
 
 def steps_for(study: Study) -> list[Step]:
     """The steps of this study (its conditions, and prefix rollouts if a condition is matched)."""
-    return study_steps(study.condition_names, study.needs_prefix_rollouts)
+    return study_steps(study.condition_names, study.needs_prefix_rollouts, study.depth is not None)
