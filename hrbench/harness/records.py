@@ -74,6 +74,7 @@ class TrialRecord(TrialSpec):
     compactions: int = 0  # history compactions (policy or context-length recovery)
     trajectory_path: str | None = None  # ATIF trajectory JSON, relative to the study output dir
     rewards_json: str = "{}"  # {stage: {key: value}}: every sub-reward the verifiers wrote, kept flat for parquet
+    started_at: str | None = None  # ISO 8601, UTC: when the harness began the trial (None: not run by the harness)
 
 
 def records_table(records: list[TrialRecord]) -> pd.DataFrame:

@@ -1,0 +1,127 @@
+"""One ephemeral great-expectations context per process, and a validation summarized for people.
+
+great_expectations takes seconds to import, so it is imported here, on the first validation, and
+nowhere else: the CLI and everything that runs no check never pay for it. The context holds
+nothing on disk (ephemeral) and a single pandas data source whose whole-dataframe batch is the
+table being checked.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel
+
+from hrbench.quality.rules import Rule
+
+# GX contexts and their metric computations are not documented as thread-safe; checks in one
+# process (the in-process executor runs several) validate one at a time.
+_LOCK = threading.Lock()
+EXAMPLES = 5  # unexpected rows shown per failed expectation
+
+
+class ExpectationOutcome(BaseModel):
+    """One expectation of a suite, as GX judged it on one table."""
+
+    expectation: str  # GX's type, e.g. expect_column_values_to_be_between
+    column: str
+    meaning: str  # what the rule protects, in the project's words
+    success: bool
+    rows: int | None = None  # rows the expectation looked at
+    unexpected: int = 0  # rows (or key values) that broke it
+    examples: list[str] = []
+    error: str | None = None  # GX raised instead of judging (a missing column, a wrong type)
+
+    def line(self) -> str:
+        """One readable sentence: what broke, how often, a few examples."""
+        if self.error:
+            return f"{self.meaning} ({self.expectation} on {self.column!r}): could not be checked: {self.error}"
+        count = f"{self.unexpected} of {self.rows} rows" if self.rows is not None else f"{self.unexpected} value(s)"
+        shown = "; ".join(self.examples)
+        return f"{self.meaning} ({self.expectation} on {self.column!r}): {count}" + (f", e.g. {shown}" if shown else "")
+
+
+class SuiteResult(BaseModel):
+    """A suite's verdict on one table: every expectation's outcome."""
+
+    suite: str
+    rows: int
+    outcomes: list[ExpectationOutcome]
+
+    @property
+    def success(self) -> bool:
+        return all(o.success for o in self.outcomes)
+
+    @property
+    def failed(self) -> list[ExpectationOutcome]:
+        return [o for o in self.outcomes if not o.success]
+
+    def description(self) -> str | None:
+        """The failed expectations, one per line (None when all passed)."""
+        return "\n".join(o.line() for o in self.failed) or None
+
+    def metadata(self) -> dict[str, Any]:
+        """Plain values for a check's metadata: counts, and per failed expectation its unexpected rows and examples."""
+        meta: dict[str, Any] = {"suite": self.suite, "rows": self.rows, "expectations": len(self.outcomes),
+                                "failed": len(self.failed)}
+        for o in self.failed:
+            name = f"{o.expectation}/{o.column}"
+            meta[f"unexpected/{name}"] = o.unexpected
+            meta[f"examples/{name}"] = "; ".join(o.examples) or (o.error or "")
+        return meta
+
+
+@functools.cache
+def _batch_definition() -> Any:
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)  # no tqdm bars in run logs
+    source = context.data_sources.add_pandas("hrbench")
+    return source.add_dataframe_asset("table").add_batch_definition_whole_dataframe("whole")
+
+
+def validate(suite: str, frame: pd.DataFrame, rules: list[Rule], index: list[str]) -> SuiteResult:
+    """Validate `frame` against `rules` with GX; `index` names the columns that identify a row in examples."""
+    import great_expectations as gx
+
+    index = [c for c in index if c in frame.columns]
+    # The table the checks read may use pandas' string dtype; GX compares plain Python objects.
+    plain = frame.reset_index(drop=True).astype({c: object for c in frame.columns if pd.api.types.is_string_dtype(frame[c])})
+    with _LOCK:
+        batch = _batch_definition().get_batch(batch_parameters={"dataframe": plain})
+        expectations = [r.build() for r in rules]
+        result = batch.validate(gx.ExpectationSuite(name=suite, expectations=expectations), result_format={
+            "result_format": "COMPLETE", "unexpected_index_column_names": index, "partial_unexpected_count": EXAMPLES})
+    return SuiteResult(suite=suite, rows=len(frame),
+                       outcomes=[_outcome(rule, r, index) for rule, r in zip(rules, result.results)])
+
+
+def _outcome(rule: Rule, result: Any, index: list[str]) -> ExpectationOutcome:
+    info = result.exception_info or {}
+    raised = info.get("raised_exception") if isinstance(info, dict) else None
+    outcome = ExpectationOutcome(expectation=result.expectation_config.type, column=rule.column,
+                                 meaning=rule.meaning, success=bool(result.success))
+    if raised:
+        return outcome.model_copy(update={"success": False, "error": str(info.get("exception_message"))})
+    detail = result.result or {}
+    if rule.over_distinct_values:
+        # judged on the column's distinct values: the keys missing, then the keys not expected
+        missing = [f"missing {v}" for v in detail.get("partial_missing_list", [])]
+        extra = [f"not expected {v}" for v in detail.get("partial_unexpected_list", [])]
+        count = int(detail.get("missing_count") or 0) + int(detail.get("unexpected_count") or 0)
+        return outcome.model_copy(update={"unexpected": count, "examples": (missing + extra)[:EXAMPLES]})
+    rows = detail.get("partial_unexpected_index_list") or []
+    examples = [", ".join(f"{k}={_short(v)}" for k, v in row.items()) for row in rows[:EXAMPLES]] if index else \
+        [_short(v) for v in detail.get("partial_unexpected_list", [])[:EXAMPLES]]
+    return outcome.model_copy(update={"rows": detail.get("element_count"),
+                                      "unexpected": int(detail.get("unexpected_count") or 0), "examples": examples})
+
+
+def _short(value: Any) -> str:
+    text = str(value.item() if hasattr(value, "item") else value)
+    return text if len(text) <= 80 else text[:77] + "..."
