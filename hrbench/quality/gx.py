@@ -94,20 +94,20 @@ def validate(suite: str, frame: pd.DataFrame, rules: list[Rule], index: list[str
     plain = frame.reset_index(drop=True).astype({c: object for c in frame.columns if pd.api.types.is_string_dtype(frame[c])})
     with _LOCK:
         batch = _batch_definition().get_batch(batch_parameters={"dataframe": plain})
-        expectations = [r.build() for r in rules]
+        expectations = [r.build(i) for i, r in enumerate(rules)]
         result = batch.validate(gx.ExpectationSuite(name=suite, expectations=expectations), result_format={
             "result_format": "COMPLETE", "unexpected_index_column_names": index, "partial_unexpected_count": EXAMPLES})
     return SuiteResult(suite=suite, rows=len(frame),
-                       outcomes=[_outcome(rule, r, index) for rule, r in zip(rules, result.results)])
+                       outcomes=[_outcome(rules[r.expectation_config.meta["rule"]], r, index) for r in
+                                 sorted(result.results, key=lambda r: r.expectation_config.meta["rule"])])
 
 
 def _outcome(rule: Rule, result: Any, index: list[str]) -> ExpectationOutcome:
-    info = result.exception_info or {}
-    raised = info.get("raised_exception") if isinstance(info, dict) else None
     outcome = ExpectationOutcome(expectation=result.expectation_config.type, column=rule.column,
                                  meaning=rule.meaning, success=bool(result.success))
-    if raised:
-        return outcome.model_copy(update={"success": False, "error": str(info.get("exception_message"))})
+    error = _raised(result.exception_info)
+    if error:
+        return outcome.model_copy(update={"success": False, "error": error})
     detail = result.result or {}
     if rule.over_distinct_values:
         # judged on the column's distinct values: the keys missing, then the keys not expected
@@ -116,10 +116,24 @@ def _outcome(rule: Rule, result: Any, index: list[str]) -> ExpectationOutcome:
         count = int(detail.get("missing_count") or 0) + int(detail.get("unexpected_count") or 0)
         return outcome.model_copy(update={"unexpected": count, "examples": (missing + extra)[:EXAMPLES]})
     rows = detail.get("partial_unexpected_index_list") or []
-    examples = [", ".join(f"{k}={_short(v)}" for k, v in row.items()) for row in rows[:EXAMPLES]] if index else \
+    examples = [", ".join(f"{k}={_short(v)}" for k, v in row.items() if not _missing(v)) for row in rows[:EXAMPLES]] \
+        if index else \
         [_short(v) for v in detail.get("partial_unexpected_list", [])[:EXAMPLES]]
     return outcome.model_copy(update={"rows": detail.get("element_count"),
                                       "unexpected": int(detail.get("unexpected_count") or 0), "examples": examples})
+
+
+def _raised(info: Any) -> str | None:
+    """GX's message when computing the expectation raised: its info is flat, or keyed by the metric that raised."""
+    if not isinstance(info, dict):
+        return None
+    found = [info] if "raised_exception" in info else [v for v in info.values() if isinstance(v, dict)]
+    return next((str(f.get("exception_message")) for f in found if f.get("raised_exception")), None)
+
+
+def _missing(value: Any) -> bool:
+    """None or NaN: left out of an example (a null check's examples would all say so)."""
+    return value is None or (isinstance(value, float) and value != value)
 
 
 def _short(value: Any) -> str:

@@ -19,12 +19,13 @@ class Rule(BaseModel):
     meaning: str  # the sentence a failure starts with
     arguments: dict[str, Any] = {}
 
-    def build(self) -> Any:
-        """The GX expectation (imports great_expectations)."""
+    def build(self, number: int) -> Any:
+        """The GX expectation (imports great_expectations), tagged with its place in the suite: GX does not
+        return results in the suite's order (one that raised comes first)."""
         import great_expectations.expectations as gxe
 
         keyword = {"column_A": self.column} if "column_B" in self.arguments else {"column": self.column}
-        return getattr(gxe, self.expectation)(**keyword, **self.arguments, meta={"meaning": self.meaning})
+        return getattr(gxe, self.expectation)(**keyword, **self.arguments, meta={"rule": number})
 
     @property
     def over_distinct_values(self) -> bool:
