@@ -50,6 +50,7 @@ class SuiteResult(BaseModel):
     suite: str
     rows: int
     outcomes: list[ExpectationOutcome]
+    remedy: str = ""  # what the user should do when the suite fails
 
     @property
     def success(self) -> bool:
@@ -60,8 +61,10 @@ class SuiteResult(BaseModel):
         return [o for o in self.outcomes if not o.success]
 
     def description(self) -> str | None:
-        """The failed expectations, one per line (None when all passed)."""
-        return "\n".join(o.line() for o in self.failed) or None
+        """The failed expectations, one per line, then what to do (None when all passed)."""
+        if self.success:
+            return None
+        return "\n".join([*(o.line() for o in self.failed), *([f"What to do: {self.remedy}"] if self.remedy else [])])
 
     def metadata(self) -> dict[str, Any]:
         """Plain values for a check's metadata: counts, and per failed expectation its unexpected rows and examples."""
@@ -85,19 +88,19 @@ def _batch_definition() -> Any:
     return source.add_dataframe_asset("table").add_batch_definition_whole_dataframe("whole")
 
 
-def validate(suite: str, frame: pd.DataFrame, rules: list[Rule], index: list[str]) -> SuiteResult:
-    """Validate `frame` against `rules` with GX; `index` names the columns that identify a row in examples."""
+def validate(suite: str, frame: pd.DataFrame, rules: list[Rule], index: list[str], remedy: str = "") -> SuiteResult:
+    """Validate `frame` against `rules` with GX; `index` names the columns that identify a row in examples,
+    `remedy` what to do on a failure."""
     import great_expectations as gx
 
     index = [c for c in index if c in frame.columns]
-    # The table the checks read may use pandas' string dtype; GX compares plain Python objects.
-    plain = frame.reset_index(drop=True).astype({c: object for c in frame.columns if pd.api.types.is_string_dtype(frame[c])})
     with _LOCK:
-        batch = _batch_definition().get_batch(batch_parameters={"dataframe": plain})
+        # a fresh index: GX locates unexpected rows by index label, and a concatenated table may repeat labels
+        batch = _batch_definition().get_batch(batch_parameters={"dataframe": frame.reset_index(drop=True)})
         expectations = [r.build(i) for i, r in enumerate(rules)]
         result = batch.validate(gx.ExpectationSuite(name=suite, expectations=expectations), result_format={
             "result_format": "COMPLETE", "unexpected_index_column_names": index, "partial_unexpected_count": EXAMPLES})
-    return SuiteResult(suite=suite, rows=len(frame),
+    return SuiteResult(suite=suite, rows=len(frame), remedy=remedy,
                        outcomes=[_outcome(rules[r.expectation_config.meta["rule"]], r, index) for r in
                                  sorted(result.results, key=lambda r: r.expectation_config.meta["rule"])])
 

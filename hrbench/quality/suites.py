@@ -23,6 +23,12 @@ EXIT_REASONS = frozenset(get_args(ExitReason))
 KEY = "row_key"  # the joined key columns of a per-agent table, the column its key rules judge
 TRIAL_INDEX = ["trial_key"]
 NON_NEGATIVE = ("tokens_in", "tokens_out", "cost_usd", "turns", "wall_s")
+TRIALS_REMEDY = ("re-materialize {suite} for these partitions (trials resume from the journal); a table edited "
+                 "by hand or copied from another study's output is replaced by that")
+TABLE_REMEDY = ("re-materialize {suite} for these agents; if it fails again with unchanged inputs, the analysis "
+                "wrote an impossible value: report it with this message")
+ORDER_REMEDY = ("natural trials observed before their prediction cannot be compared with it: materialize "
+                "{condition}/expected_success first, and re-run a study whose trials started earlier into a new --out")
 
 
 def _unit(column: str, what: str) -> Rule:
@@ -63,7 +69,8 @@ def trial_frame(trials: pd.DataFrame) -> pd.DataFrame:
 
 def check_trials(suite: str, trials: pd.DataFrame, specs: Iterable[TrialSpec], prereg_sha256: str) -> SuiteResult:
     """Validate a checkpoint or natural trial table against the trials pre-registered for its partitions."""
-    return validate(suite, trial_frame(trials), trial_rules(specs, prereg_sha256), TRIAL_INDEX)
+    return validate(suite, trial_frame(trials), trial_rules(specs, prereg_sha256), TRIAL_INDEX,
+                    TRIALS_REMEDY.format(suite=suite))
 
 
 def _check_keyed(suite: str, frame: pd.DataFrame, columns: list[str], wanted: set[str], rules: list[Rule],
@@ -72,7 +79,7 @@ def _check_keyed(suite: str, frame: pd.DataFrame, columns: list[str], wanted: se
     key_rules = [unique(KEY, f"each ({label}) must appear once"),
                  (exactly if complete == "exactly" else at_least)(
                      KEY, wanted, f"the ({label}) rows must be {complete} the {len(wanted)} pre-registered ones")]
-    return validate(suite, _keyed(frame, columns), key_rules + rules, columns)
+    return validate(suite, _keyed(frame, columns), key_rules + rules, columns, TABLE_REMEDY.format(suite=suite))
 
 
 def check_stage_estimates(frame: pd.DataFrame, design: StudyDesign, agents: list[str], condition: str) -> SuiteResult:
@@ -134,4 +141,5 @@ def check_evidence_order(natural: pd.DataFrame, expected_at: dict[str, float | N
         after("started_at", "expected_at", f"every natural trial must start after its agent's {condition} "
                                            "P_expected was fixed"),
     ]
-    return validate(f"{condition}/evidence_order", frame, rules, ["agent", "trial_key"])
+    return validate(f"{condition}/evidence_order", frame, rules, ["agent", "trial_key"],
+                    ORDER_REMEDY.format(condition=condition))

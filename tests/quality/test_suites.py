@@ -129,6 +129,7 @@ def test_each_corruption_fails_its_own_expectation_with_a_readable_message(study
     message = results[suite].description()
     for word in words:
         assert word in message, (word, message)
+    assert message.splitlines()[-1].startswith("What to do: ")
     meta = results[suite].metadata()
     assert meta["failed"] == 1 and meta[f"unexpected/{expectation}/{results[suite].failed[0].column}"] >= 1
 
