@@ -23,6 +23,7 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $("$python" --version)" >&2
   "$python" -m venv .venv
 fi
-# Quiet, but keep errors; pip's index warnings on this machine are noise.
+# Quiet, but keep errors; pip's index warnings on this machine are noise. The package's dependencies
+# (pyproject.toml) include great-expectations 1.x for the data-quality checks (docs/quality.md).
 .venv/bin/python -m pip install -q -e ".[test]" 2> >(grep -v "^WARNING: Location" >&2)
 echo "setup: ready (.venv/bin/hrbench)" >&2

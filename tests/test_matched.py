@@ -64,5 +64,6 @@ def test_natural_trials_before_their_expected_success_are_still_blocked(matched_
                          partition_key=partition, instance=instance, resources=defs.resources, raise_on_error=False,
                          run_config=QUIET)
     check = {e.check_name: e for e in result.get_asset_check_evaluations()}["expected_success_precedes_natural_trials"]
-    assert not check.passed and "no baseline/expected_success for agent 'steady'" in check.description
+    assert not check.passed and "no baseline/expected_success with these" in check.description
+    assert "agent=steady" in check.description
     assert not list((tmp_path / "journal").glob("*/natural"))  # no compared rollout ran ahead of the prediction

@@ -16,6 +16,7 @@ import traceback
 import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from datetime import datetime, timezone
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -200,11 +201,14 @@ def run_trials(
 
     def guarded(spec: TrialSpec) -> TrialRecord:
         start = time.monotonic()
+        # when the trial began: the evidence-order check compares it with the time P_expected was fixed
+        started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         try:
-            return execute(spec)
+            record = execute(spec)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
-            return _error_record(spec, time.monotonic() - start, error)
+            record = _error_record(spec, time.monotonic() - start, error)
+        return record.model_copy(update={"started_at": started_at})
 
     bar = tqdm(total=len(specs), initial=len(specs) - len(todo), desc=description, unit="trial",
                disable=not progress, leave=False, dynamic_ncols=True)

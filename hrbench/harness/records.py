@@ -80,6 +80,7 @@ class TrialRecord(TrialSpec):
     # Harbor's trial reward (multi_step_reward_strategy: mean, or final) over the stages that ran; descriptive,
     # not an input of the estimand (docs/tasks.md, "min_reward, multi_step_reward_strategy and the estimand")
     harbor_reward: float | None = None
+    started_at: str | None = None  # ISO 8601, UTC: when the harness began the trial (None: not run by the harness)
 
 
 def records_table(records: list[TrialRecord]) -> pd.DataFrame:

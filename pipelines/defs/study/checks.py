@@ -1,7 +1,9 @@
-"""Asset checks that enforce the order and completeness of evidence (DESIGN §8).
+"""Asset checks: the great-expectations suites of the study's tables (hrbench.quality, docs/quality.md),
+the order of evidence, and the registration hashes (DESIGN §8).
 
 Checks on partitioned assets carry the asset's partitions (a preview API; warnings from it are
-silenced here only) and, in a run over many partitions, judge every partition of the run.
+silenced here only) and, in a run over many partitions, judge every partition of the run. A check
+that guards an estimate downstream is blocking; each puts GX's verdict in its metadata.
 """
 
 
@@ -11,24 +13,30 @@ from pathlib import Path
 
 import pandas as pd
 from dagster import (
-    AssetCheckExecutionContext, AssetCheckResult, AssetChecksDefinition, AssetKey, MultiPartitionsDefinition, PartitionsDefinition,
-    PreviewWarning, asset_check,
+    AssetCheckExecutionContext, AssetCheckResult, AssetChecksDefinition, AssetKey, MultiPartitionsDefinition,
+    PartitionsDefinition, PreviewWarning, asset_check,
 )
 
+from hrbench import quality
 from hrbench.preregistration import load_registration
 from hrbench.storage import LocalTableStore
-from pipelines.defs.study.evidence import latest_materialization, metadata_for_agent, metadata_text, prior_expected_success
+from pipelines.defs.study.evidence import first_expected_success, latest_materialization, metadata_for_agent, metadata_text
 from pipelines.defs.study.partitions import AGENTS
 from resources.study import StudyResource
 
 EXPECTED_BEFORE_OBSERVED = "expected_success_precedes_natural_trials"
-TRIAL_COUNTS = "trial_counts_match_preregistration"
-STAGES_COMPLETE = "every_stage_estimated_within_unit_interval"
+QUALITY = "data_quality"
 REGISTERED = "hashes_match_stored_registration"
 # The per-agent tables whose hashes are checked against the stored records; a condition's are `<condition>/<name>`.
 SHARED_REGISTERED = ("checkpoint_trials",)
 CONDITION_REGISTERED = ("natural_trials", "stage_estimates", "expected_success", "observed_success",
                         "horizon_residuals")
+# A condition's per-agent tables with a suite, whether a failure blocks what is computed from them
+# (observed_success feeds no estimate: the residuals are computed from the trials themselves).
+PER_AGENT_SUITES = {"stage_estimates": (quality.check_stage_estimates, True),
+                    "expected_success": (quality.check_expected_success, True),
+                    "observed_success": (quality.check_observed_success, False),
+                    "horizon_residuals": (quality.check_horizon_residuals, True)}
 
 
 def registered_assets(conditions: list[str]) -> list[str]:
@@ -40,8 +48,13 @@ def _keys(context: AssetCheckExecutionContext) -> list[dict[str, str]]:
     return [k.keys_by_dimension for k in context.partition_keys]  # type: ignore[attr-defined]
 
 
+def _result(verdict: quality.SuiteResult, **extra) -> AssetCheckResult:
+    return AssetCheckResult(passed=verdict.success, description=verdict.description(),
+                            metadata={**verdict.metadata(), **extra})
+
+
 def build_study_checks(agent_task: MultiPartitionsDefinition, conditions: list[str]) -> list[AssetChecksDefinition]:
-    """The blocking checks of the shared checkpoint trials and of every condition's branch."""
+    """The suites of the shared checkpoint trials and of every condition's branch, and the registration checks."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PreviewWarning)
         registration_checks = [_registration_check(name, agent_task if name.endswith("_trials") else AGENTS)
@@ -51,84 +64,63 @@ def build_study_checks(agent_task: MultiPartitionsDefinition, conditions: list[s
 
 
 def _checkpoint_check(agent_task: MultiPartitionsDefinition) -> AssetChecksDefinition:
-    @asset_check(asset="checkpoint_trials", name=TRIAL_COUNTS, blocking=True, partitions_def=agent_task,
-                 description="Every checkpoint unit of every distinct protocol has exactly the pre-registered m_i "
-                             "trials, no key twice (shared protocols run once).")
-    def checkpoint_trial_counts(context: AssetCheckExecutionContext, study: StudyResource,
-                                checkpoint_trials: pd.DataFrame) -> AssetCheckResult:
-        runner = study.run().runner
-        return _count_check(study, checkpoint_trials,
-                            [s for k in _keys(context) for s in runner.checkpoint_specs(k["agent"], k["task"])])
+    @asset_check(asset="checkpoint_trials", name=QUALITY, blocking=True, partitions_def=agent_task,
+                 description="GX suite: exactly the pre-registered m_i trials of every checkpoint unit and protocol, "
+                             "each once; exit reasons allowed; stage rewards in [0, 1]; tokens, cost, turns, time "
+                             "non-negative; every trial's start recorded.")
+    def checkpoint_trials_quality(context: AssetCheckExecutionContext, study: StudyResource,
+                                  checkpoint_trials: pd.DataFrame) -> AssetCheckResult:
+        run = study.run()
+        specs = [s for k in _keys(context) for s in run.runner.checkpoint_specs(k["agent"], k["task"])]
+        return _result(quality.check_trials("checkpoint_trials", checkpoint_trials, specs, run.prereg_sha256))
 
-    return checkpoint_trial_counts
+    return checkpoint_trials_quality
 
 
 def _condition_checks(condition: str, agent_task: MultiPartitionsDefinition) -> list[AssetChecksDefinition]:
     natural = AssetKey([condition, "natural_trials"])
-    estimates = AssetKey([condition, "stage_estimates"])
 
     @asset_check(asset=natural, name=EXPECTED_BEFORE_OBSERVED, blocking=True, partitions_def=agent_task,
-                 description=f"{condition}: P_expected must be materialized, under the same pre-registration and "
-                             "agent registration, before any natural rollout of that agent is used (evidence order, "
-                             "DESIGN §8).")
-    def expected_success_precedes_natural_trials(context: AssetCheckExecutionContext) -> AssetCheckResult:
-        late, stamps = [], {}
+                 description=f"GX suite: every {condition} natural trial started after its agent's P_expected was "
+                             "first materialized under the same pre-registration and agent registration (evidence "
+                             "order, DESIGN §8).")
+    def expected_success_precedes_natural_trials(context: AssetCheckExecutionContext,
+                                                 natural_trials: pd.DataFrame) -> AssetCheckResult:
+        expected_at: dict[str, float | None] = {}
         for key in context.partition_keys:
             agent = key.split("|")[0]
             materialized = latest_materialization(context.instance, natural, key)
-            prereg = metadata_text(materialized, "prereg_sha256")
-            expected = prior_expected_success(context.instance, agent, prereg,
-                                              metadata_for_agent(materialized, "agent_sha256", agent),
-                                              materialized.timestamp if materialized else None, condition)
-            if expected is None:
-                late.append(agent)
-            else:
-                stamps[agent] = expected.timestamp
-        if late:
-            agents = sorted(set(late))
-            return AssetCheckResult(
-                passed=False,
-                description=(
-                    f"no {condition}/expected_success for agent {agents[0]!r} with these natural trials' "
-                    "prereg_sha256 and agent registration was materialized before them; materialize "
-                    "expected_success first (the prediction must be fixed before observing end-to-end success)"
-                ),
-                metadata={"agents": ", ".join(agents), "condition": condition},
-            )
-        return AssetCheckResult(passed=True, metadata={"condition": condition,
-                                                       **{f"expected_success_at/{a}": t for a, t in stamps.items()}})
+            first = first_expected_success(context.instance, agent, metadata_text(materialized, "prereg_sha256"),
+                                           metadata_for_agent(materialized, "agent_sha256", agent), condition)
+            expected_at[agent] = first.timestamp if first else None
+        verdict = quality.check_evidence_order(natural_trials, expected_at, sorted(expected_at), condition)
+        return _result(verdict, condition=condition,
+                       **{f"expected_success_at/{a}": t for a, t in expected_at.items() if t is not None})
 
-    @asset_check(asset=natural, name=TRIAL_COUNTS, blocking=True, partitions_def=agent_task,
-                 description=f"{condition}: exactly the pre-registered m_0 natural rollouts, no key twice.")
-    def natural_trial_counts(context: AssetCheckExecutionContext, study: StudyResource,
-                             natural_trials: pd.DataFrame) -> AssetCheckResult:
-        runner = study.run().runner
-        return _count_check(study, natural_trials,
-                            [s for k in _keys(context) for s in runner.natural_specs(k["agent"], k["task"], condition)])
-
-    @asset_check(asset=estimates, name=STAGES_COMPLETE, blocking=True, partitions_def=AGENTS,
-                 description=f"{condition}: every stage of every task has q̂ from the pre-registered m_i trials, with "
-                             "q̂ and its interval inside [0, 1], before P_expected is composed from them.")
-    def stage_estimates_complete(context: AssetCheckExecutionContext, study: StudyResource,
-                                 stage_estimates: pd.DataFrame) -> AssetCheckResult:
+    @asset_check(asset=natural, name=QUALITY, blocking=True, partitions_def=agent_task,
+                 description=f"GX suite: exactly the pre-registered m_0 {condition} natural rollouts, each once; exit "
+                             "reasons allowed; stage rewards in [0, 1]; tokens, cost, turns, time non-negative.")
+    def natural_trials_quality(context: AssetCheckExecutionContext, study: StudyResource,
+                               natural_trials: pd.DataFrame) -> AssetCheckResult:
         run = study.run()
-        agents = sorted(set(stage_estimates["agent"])) if len(stage_estimates) else [""]
-        wanted = {(a, condition, t.name, s.name) for a in agents for t in run.design.tasks for s in t.stages}
-        got = set(zip(stage_estimates["agent"], stage_estimates["condition"], stage_estimates["task"],
-                      stage_estimates["stage"]))
-        missing = sorted(wanted - got)
-        probabilities = stage_estimates[["q_hat", "q_ci_low", "q_ci_high"]].to_numpy()
-        outside = int(((probabilities < 0) | (probabilities > 1)).any(axis=1).sum())
-        short = int((stage_estimates["m"] != run.study.trials.checkpoint).sum())
-        ok = not missing and not outside and not short
-        return AssetCheckResult(
-            passed=ok,
-            description=None if ok else (f"{len(missing)} stage(s) without an estimate (e.g. {missing[:3]}), "
-                                         f"{outside} outside [0, 1], {short} not from m_i trials"),
-            metadata={"stages": len(got), "missing": len(missing), "outside_unit_interval": outside},
-        )
+        specs = [s for k in _keys(context) for s in run.runner.natural_specs(k["agent"], k["task"], condition)]
+        return _result(quality.check_trials(f"{condition}/natural_trials", natural_trials, specs, run.prereg_sha256))
 
-    return [expected_success_precedes_natural_trials, natural_trial_counts, stage_estimates_complete]
+    return [expected_success_precedes_natural_trials, natural_trials_quality,
+            *(_per_agent_check(condition, name, *suite) for name, suite in PER_AGENT_SUITES.items())]
+
+
+def _per_agent_check(condition: str, name: str, suite, blocking: bool) -> AssetChecksDefinition:
+    """The GX suite of one per-agent table of a condition's branch, over the agents of the run."""
+
+    # the one parameter that is no resource is the checked table (Dagster loads it through the IO manager)
+    @asset_check(asset=AssetKey([condition, name]), name=QUALITY, blocking=blocking, partitions_def=AGENTS,
+                 description=f"GX suite on {condition}/{name}: {suite.__doc__.strip()}")
+    def table_quality(context: AssetCheckExecutionContext, study: StudyResource, table: pd.DataFrame) -> AssetCheckResult:
+        run = study.run()
+        return _result(suite(table, run.design, list(context.partition_keys), condition))
+
+    return table_quality
 
 
 def _registration_check(asset: str, partitions_def: PartitionsDefinition) -> AssetChecksDefinition:
@@ -169,18 +161,3 @@ def registration_problems(out_dir: Path, asset: str, partition_keys: list[str]) 
 def _stored_prereg(out_dir: Path) -> str | None:
     path = Path(out_dir) / "preregistration.json"
     return json.loads(path.read_text()).get("prereg_sha256") if path.is_file() else None
-
-
-def _count_check(study: StudyResource, trials: pd.DataFrame, specs: list) -> AssetCheckResult:
-    run = study.run()
-    expected = {s.key for s in specs}
-    got = list(trials["trial_key"]) if len(trials) else []
-    stamped = bool(len(trials)) and bool((trials["prereg_sha256"] == run.prereg_sha256).all())
-    missing, extra = expected - set(got), set(got) - expected
-    duplicates = len(got) - len(set(got))
-    ok = not missing and not extra and not duplicates and stamped
-    return AssetCheckResult(
-        passed=bool(ok),
-        description=None if ok else f"{len(missing)} missing, {len(extra)} unexpected, {duplicates} duplicated trial keys",
-        metadata={"expected": len(expected), "rows": len(got), "missing": len(missing), "duplicates": duplicates},
-    )

@@ -33,3 +33,15 @@ def prior_expected_success(instance: DagsterInstance, agent: str, prereg_sha256:
     ).records
     return next((r for r in records if metadata_text(r, "prereg_sha256") == prereg_sha256
                  and metadata_for_agent(r, "agent_sha256", agent) == agent_sha256), None)
+
+
+def first_expected_success(instance: DagsterInstance, agent: str, prereg_sha256: str | None, agent_sha256: str | None,
+                           condition: str) -> EventLogRecord | None:
+    """The earliest `<condition>/expected_success` of this agent under this pre-registration and agent registration:
+    when its prediction was first fixed (a natural trial may be resumed from the journal of an earlier run)."""
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey([condition, "expected_success"]), asset_partitions=[agent]),
+        limit=200, ascending=True,
+    ).records
+    return next((r for r in records if metadata_text(r, "prereg_sha256") == prereg_sha256
+                 and metadata_for_agent(r, "agent_sha256", agent) == agent_sha256), None)

@@ -1,0 +1,145 @@
+"""The data-quality suites of a study's tables (docs/quality.md), built from its pre-registration.
+
+Each suite is a list of rules on one table: its keys unique and exactly (or at least) the
+pre-registered ones, probabilities and rewards in [0, 1], exit reasons from the allowed set,
+token and cost columns non-negative, and — across tables — every natural trial started after
+its agent's P_expected for the condition was fixed. `check_<table>` validates one table with GX.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import get_args
+
+import pandas as pd
+
+from hrbench.design import StudyDesign
+from hrbench.harness.records import ExitReason, TrialSpec
+from hrbench.quality.gx import SuiteResult, validate
+from hrbench.quality.rules import Rule, after, at_least, between, exactly, one_of, present, unique
+
+EXIT_REASONS = frozenset(get_args(ExitReason))
+KEY = "row_key"  # the joined key columns of a per-agent table, the column its key rules judge
+TRIAL_INDEX = ["trial_key"]
+NON_NEGATIVE = ("tokens_in", "tokens_out", "cost_usd", "turns", "wall_s")
+TRIALS_REMEDY = ("re-materialize {suite} for these partitions (trials resume from the journal); a table edited "
+                 "by hand or copied from another study's output is replaced by that")
+TABLE_REMEDY = ("re-materialize {suite} for these agents; if it fails again with unchanged inputs, the analysis "
+                "wrote an impossible value: report it with this message")
+ORDER_REMEDY = ("natural trials observed before their prediction cannot be compared with it: materialize "
+                "{condition}/expected_success first, and re-run a study whose trials started earlier into a new --out")
+
+
+def _unit(column: str, what: str) -> Rule:
+    return between(column, 0, 1, f"{what} must lie in [0, 1]")
+
+
+def _stamped(prereg_sha256: str) -> Rule:
+    return one_of("prereg_sha256", {prereg_sha256}, "every row must carry this study's pre-registration hash")
+
+
+def _keyed(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    joined = frame[columns].astype(str).agg("|".join, axis=1) if len(frame) else pd.Series([], dtype=object)
+    return frame.assign(**{KEY: joined})
+
+
+def trial_rules(specs: Iterable[TrialSpec], prereg_sha256: str) -> list[Rule]:
+    """Checkpoint or natural trials: exactly the pre-registered keys once each, sane outcomes and costs."""
+    keys = {s.key for s in specs}
+    return [
+        unique("trial_key", "each trial must appear once (a duplicated key would be counted twice)"),
+        exactly("trial_key", keys, f"the trial keys must be exactly the {len(keys)} pre-registered trials"),
+        _stamped(prereg_sha256),
+        one_of("exit_reason", set(EXIT_REASONS), f"exit reasons must be one of {', '.join(sorted(EXIT_REASONS))}"),
+        _unit("stage_reward_min", "every stage reward"),
+        _unit("stage_reward_max", "every stage reward"),
+        *(between(c, 0, None, f"{c} must be non-negative") for c in NON_NEGATIVE),
+        present("started_at", "every trial must record when it started (the evidence-order check reads it)"),
+    ]
+
+
+def trial_frame(trials: pd.DataFrame) -> pd.DataFrame:
+    """The trial table with its stage rewards' extremes as columns (they live in stage_outcomes_json)."""
+    rewards = [[o["reward"] for o in json.loads(text)] if isinstance(text, str) else []
+               for text in trials["stage_outcomes_json"]] if len(trials) else []
+    return trials.assign(stage_reward_min=[min(r) if r else None for r in rewards],
+                         stage_reward_max=[max(r) if r else None for r in rewards])
+
+
+def check_trials(suite: str, trials: pd.DataFrame, specs: Iterable[TrialSpec], prereg_sha256: str) -> SuiteResult:
+    """Validate a checkpoint or natural trial table against the trials pre-registered for its partitions."""
+    return validate(suite, trial_frame(trials), trial_rules(specs, prereg_sha256), TRIAL_INDEX,
+                    TRIALS_REMEDY.format(suite=suite))
+
+
+def _check_keyed(suite: str, frame: pd.DataFrame, columns: list[str], wanted: set[str], rules: list[Rule],
+                 complete: str = "exactly") -> SuiteResult:
+    label = "/".join(columns)
+    key_rules = [unique(KEY, f"each ({label}) must appear once"),
+                 (exactly if complete == "exactly" else at_least)(
+                     KEY, wanted, f"the ({label}) rows must be {complete} the {len(wanted)} pre-registered ones")]
+    return validate(suite, _keyed(frame, columns), key_rules + rules, columns, TABLE_REMEDY.format(suite=suite))
+
+
+def check_stage_estimates(frame: pd.DataFrame, design: StudyDesign, agents: list[str], condition: str) -> SuiteResult:
+    """q̂ of every stage of every task, from exactly the pre-registered m_i trials, inside [0, 1]."""
+    columns = ["agent", "condition", "task", "stage"]
+    wanted = {"|".join((a, condition, t.name, s.name)) for a in agents for t in design.tasks for s in t.stages}
+    rules = [_stamped(design.prereg_sha256), *(_unit(c, c) for c in ("q_hat", "q_ci_low", "q_ci_high")),
+             one_of("m", {design.study.trials.checkpoint}, "every q̂ must come from the pre-registered m_i trials")]
+    return _check_keyed(f"{condition}/stage_estimates", frame, columns, wanted, rules)
+
+
+def check_expected_success(frame: pd.DataFrame, design: StudyDesign, agents: list[str], condition: str) -> SuiteResult:
+    """P_expected of every task, once, inside [0, 1]."""
+    wanted = {"|".join((a, condition, t.name)) for a in agents for t in design.tasks}
+    rules = [_stamped(design.prereg_sha256), _unit("p_expected", "P_expected")]
+    return _check_keyed(f"{condition}/expected_success", frame, ["agent", "condition", "task"], wanted, rules)
+
+
+def check_observed_success(frame: pd.DataFrame, design: StudyDesign, agents: list[str], condition: str) -> SuiteResult:
+    """r̂ of every stage and P_observed of every task, once, inside [0, 1]."""
+    wanted = {"|".join((a, condition, t.name, s.name)) for a in agents for t in design.tasks for s in t.stages}
+    rules = [_stamped(design.prereg_sha256), _unit("r_hat", "r̂"), _unit("p_observed", "P_observed")]
+    return _check_keyed(f"{condition}/observed_success", frame, ["agent", "condition", "task", "stage"], wanted, rules)
+
+
+def check_horizon_residuals(frame: pd.DataFrame, design: StudyDesign, agents: list[str],
+                            condition: str) -> SuiteResult:
+    """A residual row for every task, every family and `all` (others may follow), once; P's inside [0, 1]."""
+    scopes = {("task", t.name) for t in design.tasks} | {("family", t.family) for t in design.tasks} | {("all", "all")}
+    wanted = {"|".join((a, condition, s, n)) for a in agents for s, n in scopes}
+    rules = [_stamped(design.prereg_sha256), _unit("p_expected", "P_expected"), _unit("p_observed", "P_observed")]
+    return _check_keyed(f"{condition}/horizon_residuals", frame, ["agent", "condition", "scope", "name"], wanted,
+                        rules, complete="at least")
+
+
+def evidence_order_frame(natural: pd.DataFrame, expected_at: dict[str, float | None],
+                         agents: Iterable[str]) -> pd.DataFrame:
+    """One row per natural trial (and one per agent without any): its start and its agent's P_expected time, in
+    seconds since the epoch. `expected_at[agent]` is None when no P_expected was fixed."""
+    started = pd.to_datetime(natural["started_at"], utc=True, format="ISO8601") if len(natural) else None
+    rows = [{"agent": a, "trial_key": k, "started_at": s.timestamp() if pd.notna(s) else None,
+             "expected_at": expected_at.get(a)}
+            for a, k, s in zip(natural["agent"], natural["trial_key"], started)] if started is not None else []
+    seen = {r["agent"] for r in rows}
+    rows += [{"agent": a, "trial_key": None, "started_at": None, "expected_at": expected_at.get(a)}
+             for a in agents if a not in seen]
+    return pd.DataFrame(rows, columns=["agent", "trial_key", "started_at", "expected_at"]).astype(
+        {"started_at": float, "expected_at": float})
+
+
+def check_evidence_order(natural: pd.DataFrame, expected_at: dict[str, float | None], agents: Iterable[str],
+                         condition: str) -> SuiteResult:
+    """Every natural trial of an agent started after that agent's P_expected for the condition was fixed."""
+    frame = evidence_order_frame(natural, expected_at, agents)
+    rules = [
+        present("expected_at", f"no {condition}/expected_success with these natural trials' prereg_sha256 and agent "
+                               "registration was materialized before them; materialize expected_success first (the "
+                               "prediction must be fixed before observing end-to-end success)"),
+        after("started_at", "expected_at", f"every natural trial must start after its agent's {condition} "
+                                           "P_expected was fixed"),
+    ]
+    return validate(f"{condition}/evidence_order", frame, rules, ["agent", "trial_key"],
+                    ORDER_REMEDY.format(condition=condition))
