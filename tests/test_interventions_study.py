@@ -1,4 +1,4 @@
-"""Protects the interventions study (long: ~4.5x the demo's trials, run with HRBENCH_LONG=1): known truth
+"""Protects the interventions study (long: ~3.5x the demo's stage-trials, run with HRBENCH_LONG=1): known truth
 is recovered under every condition, and the interventions say what moves the residual (issue 9)."""
 
 from __future__ import annotations

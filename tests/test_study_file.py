@@ -17,11 +17,14 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def test_demo_study_is_valid_and_declares_two_sim_agents_on_the_ten_workflow_tasks():
-    loaded = load_study(DEMO_STUDY)
-    assert [a.kind for a in loaded.study.agents] == ["sim", "sim"]
-    assert loaded.study.zero_rule == "jeffreys" and loaded.study.condition_names == ["baseline"]
-    assert len(loaded.study.tasks.include) == 10
+def test_demo_study_declares_three_sim_agents_and_four_conditions_on_the_ten_workflow_tasks():
+    study = load_study(DEMO_STUDY).study
+    assert [a.id for a in study.agents] == ["sim-steady", "sim-rotting", "sim-fragile"]
+    assert study.zero_rule == "jeffreys"
+    assert study.condition_names == ["baseline", "context_reset", "state_repair", "compaction"]
+    assert len(study.tasks.include) == 10
+    # The sweep's protocol is the compaction condition's own: it adds no checkpoint trials.
+    assert len(study.checkpoint_protocols()) == 2
 
 
 def test_interventions_study_declares_three_sim_agents_and_four_conditions():
