@@ -71,22 +71,35 @@ def harness_errors(trials: pd.DataFrame) -> int:
     return int((trials["exit_reason"] == "harness_error").sum()) if len(trials) else 0
 
 
-def _checkpoint_passes(design: StudyDesign, checkpoint: pd.DataFrame, protocol: CheckpointProtocol,
-                       task: str, decomposition: Decomposition = "stages") -> tuple[np.ndarray, ...]:
-    """0/1 outcomes per checkpoint unit (stage, or merged segment) of this study version's trials under a
-    protocol, in path order."""
-    phash = protocol.protocol_hash()
-    rows = _valid(checkpoint[(checkpoint["prereg_sha256"] == design.prereg_sha256) & (checkpoint["protocol"] == phash)
-                             & (checkpoint["task"] == task)])
-    units = [unit_name(u) for u in segments(design.task(task), decomposition)]
-    passes = tuple(rows[rows["stage"] == u].sort_values("trial_index")["passed"].to_numpy(dtype=np.int64)
-                   for u in units)
-    missing = [u for u, p in zip(units, passes) if p.size == 0]
-    if missing:
-        raise MissingTrials(f"no valid checkpoint trials of pre-registration {design.prereg_sha256[:12]} (protocol "
-                            f"{phash}) for task {task!r}, stages {missing}: materialize checkpoint_trials for that "
-                            "partition (trials that ended in harness_error are retried on the next run)")
-    return passes
+def _by_key(rows: pd.DataFrame, keys: list[str], value: str) -> dict[tuple, np.ndarray]:
+    """`value` of the rows per key, in trial_index order (one pass over the table, not one filter per key)."""
+    rows = rows.sort_values("trial_index")
+    found: dict[tuple, list] = {}
+    for *key, v in zip(*(rows[k].tolist() for k in keys), rows[value].tolist()):
+        found.setdefault(tuple(key), []).append(v)
+    return {k: np.asarray(v, dtype=np.int64) for k, v in found.items()}
+
+
+class _CheckpointPasses:
+    """0/1 outcomes of this study version's valid checkpoint trials under one protocol, per (task, unit)."""
+
+    def __init__(self, design: StudyDesign, checkpoint: pd.DataFrame, protocol: CheckpointProtocol):
+        self.design, self.phash = design, protocol.protocol_hash()
+        rows = _valid(checkpoint[(checkpoint["prereg_sha256"] == design.prereg_sha256)
+                                 & (checkpoint["protocol"] == self.phash)])
+        self._passes = _by_key(rows, ["task", "stage"], "passed")
+
+    def of(self, task: str, decomposition: Decomposition = "stages") -> tuple[np.ndarray, ...]:
+        """Per checkpoint unit (stage, or merged segment) of a task, in path order."""
+        units = [unit_name(u) for u in segments(self.design.task(task), decomposition)]
+        passes = tuple(self._passes.get((task, u), np.zeros(0, dtype=np.int64)) for u in units)
+        missing = [u for u, p in zip(units, passes) if p.size == 0]
+        if missing:
+            raise MissingTrials(f"no valid checkpoint trials of pre-registration {self.design.prereg_sha256[:12]} "
+                                f"(protocol {self.phash}) for task {task!r}, stages {missing}: materialize "
+                                "checkpoint_trials for that partition (trials that ended in harness_error are "
+                                "retried on the next run)")
+        return passes
 
 
 def task_outcomes(design: StudyDesign, checkpoint: pd.DataFrame, natural: pd.DataFrame,
@@ -94,14 +107,15 @@ def task_outcomes(design: StudyDesign, checkpoint: pd.DataFrame, natural: pd.Dat
     """Per-task trial outcomes of one agent under one estimand, stages in path order."""
     condition = estimand.condition
     nat = _valid(natural[(natural["prereg_sha256"] == design.prereg_sha256) & (natural["condition"] == condition)])
+    depths_of = _by_key(nat, ["task"], "stages_passed")
+    passes_of = _CheckpointPasses(design, checkpoint, estimand.protocol)
     outcomes = []
     for task in design.tasks:
-        t_nat = nat[nat["task"] == task.name]
-        if t_nat.empty:
+        depths = depths_of.get((task.name,))
+        if depths is None:
             raise MissingTrials(f"no valid natural trials of pre-registration {design.prereg_sha256[:12]} for task "
                                 f"{task.name!r} ({condition}): materialize natural_trials for that partition")
-        passes = _checkpoint_passes(design, checkpoint, estimand.protocol, task.name, estimand.decomposition)
-        depths = t_nat.sort_values("trial_index")["stages_passed"].to_numpy(dtype=np.int64)
+        passes = passes_of.of(task.name, estimand.decomposition)
         # A rollout passed a merged unit when it passed the unit's last stage.
         ends = np.array([u[-1].index + 1 for u in segments(task, estimand.decomposition)])
         outcomes.append(TaskOutcomes(
@@ -138,9 +152,10 @@ def stage_estimates(design: StudyDesign, agent: str, checkpoint: pd.DataFrame,
     rows = []
     for est in estimands or declared_estimands(design.study):
         phash = est.protocol.protocol_hash()
+        passes_of = _CheckpointPasses(design, checkpoint, est.protocol)
         for task in design.tasks:
             truth = design.truth(agent, task.name, est.condition, est.protocol)
-            for s, passes in zip(task.stages, _checkpoint_passes(design, checkpoint, est.protocol, task.name)):
+            for s, passes in zip(task.stages, passes_of.of(task.name)):
                 k, m = int(passes.sum()), int(passes.size)
                 low, high = wilson_interval(k, m, design.study.bootstrap.level)
                 rows.append({

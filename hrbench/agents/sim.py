@@ -22,6 +22,7 @@ the truth is unchanged. Without markers, or with `steps_per_turn` unset, it is o
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 
@@ -127,30 +128,31 @@ def sim_truth(params: SimParams, task: Task, condition: Condition, checkpoint: C
     P(stages 1..i pass) = prod_k p_k e^{-lambda h_k} * prod_{j<i} (1 - delta + delta e^{-kappa (i-j)})
     under own state, because a defect left at stage j lowers each of the i-j later stages.
     """
-    n = task.n_stages
-    skill = task_skill(params, task.name)
+    q, r, p_exp, p_obs = _truth_at_skill(params, task_skill(params, task.name), task.n_stages, condition, checkpoint)
+    return SimTruth(task=task.name, condition=condition.name, q=q, r=r, p_expected=p_exp, p_observed=p_obs,
+                    gamma=math.log(p_exp / p_obs))
+
+
+def _truth_at_skill(params: SimParams, skill: float, n: int, condition: Condition,
+                    checkpoint: CheckpointProtocol) -> tuple[list[float], list[float], float, float]:
+    """(q, r, P_expected, P_observed) of an n-stage task at this skill (sim_truth's formula)."""
     lam, delta, kappa = params.context_rot, params.defect_rate, params.defect_penalty
     w_ck = _history_weight(checkpoint.history, params.compaction_retention)
     q = [min(1.0, skill * math.exp(-lam * w_ck * i)) for i in range(n)]
     w_nat = _history_weight(condition.history.value, params.compaction_retention)
+    p_nat = [min(1.0, skill * math.exp(-lam * w_nat * k)) for k in range(n)]
+    own = condition.state is StatePolicy.own
 
     def survive(i: int) -> float:  # P(first i stages pass) in the natural rollout
-        prob = 1.0
-        for k in range(i):
-            prob *= min(1.0, skill * math.exp(-lam * w_nat * k))
-        if condition.state is StatePolicy.own:
+        prob = math.prod(p_nat[:i])
+        if own:
             for j in range(1, i):
                 prob *= 1 - delta + delta * math.exp(-kappa * (i - j))
         return prob
 
     cumulative = [survive(i) for i in range(n + 1)]
     r = [cumulative[i + 1] / cumulative[i] for i in range(n)]
-    p_exp, p_obs = math.prod(q), cumulative[n]
-    return SimTruth(
-        task=task.name, condition=condition.name, q=q, r=r, p_expected=p_exp, p_observed=p_obs,
-        gamma=math.log(p_exp / p_obs),
-    )
-
+    return q, r, math.prod(q), cumulative[n]
 
 
 def segment_truth(params: SimParams, task: Task, indices: list[int], checkpoint: CheckpointProtocol) -> float:
@@ -180,9 +182,12 @@ def population_truth(
     if params.skill_spread == 0:
         t = sim_truth(params, task, condition, checkpoint)
         return t.p_expected, t.p_observed
-    truths = [
-        sim_truth(params.model_copy(update={"skill": params.skill - params.skill_spread * (i + 0.5) / nodes,
-                                            "skill_spread": 0.0}), task, condition, checkpoint)
-        for i in range(nodes)
-    ]
-    return float(np.mean([t.p_expected for t in truths])), float(np.mean([t.p_observed for t in truths]))
+    return _population_truth(params, task.n_stages, condition, checkpoint, nodes)
+
+
+@functools.lru_cache(maxsize=4096)  # every residual row of every table asks again; all arguments are frozen
+def _population_truth(params: SimParams, n: int, condition: Condition, checkpoint: CheckpointProtocol,
+                      nodes: int) -> tuple[float, float]:
+    truths = [_truth_at_skill(params, params.skill - params.skill_spread * (i + 0.5) / nodes, n, condition,
+                              checkpoint) for i in range(nodes)]
+    return float(np.mean([t[2] for t in truths])), float(np.mean([t[3] for t in truths]))

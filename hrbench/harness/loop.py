@@ -127,154 +127,191 @@ def _wall_left(budget: Budget, rollout: Rollout, stage_start: float) -> float:
     return left
 
 
+@dataclass
+class _StagePhase:
+    """What one stage's agent phase has done so far (turns, time, how it ended)."""
+
+    start: float
+    usage_at_start: Usage
+    turns: int = 0
+    parse_errors: int = 0
+    agent_s: float = 0.0
+    reason: ExitReason | None = None
+    error: str | None = None
+    detail: str | None = None
+    acted: bool = False  # some command ran (else a completion is an early exit)
+    awaiting_confirmation: bool = False
+
+
 def run_stage(env: Environment, agent: Agent, task: Task, stage: Stage, history: History, budget: Budget,
               *, terminal: Terminal | None = None, rollout: Rollout | None = None,
               last_stage: bool | None = None) -> StageOutcome:
     """Drive one stage turn by turn, then verify the state the agent left."""
     terminal = terminal or ExecTerminal(env)
     rollout = rollout or Rollout(budget=budget, n_parts=task.n_stages)
-    recorder = rollout.recorder
     last_stage = stage.index == task.n_stages - 1 if last_stage is None else last_stage
-    confirm = agent.ask_confirmation and last_stage
+    phase = _StagePhase(start=time.monotonic(), usage_at_start=_usage(agent))
+    not_started = _not_started(stage, budget, rollout, phase.usage_at_start)
+    if not_started is not None:
+        return not_started
+    _deliver(env, task, stage, history, budget, rollout)
+    _agent_phase(phase, agent, task, stage, history, budget, terminal, rollout,
+                 confirm=agent.ask_confirmation and last_stage)
+    return _verified(phase, env, agent, stage, rollout)
 
-    start = time.monotonic()
-    agent_s = 0.0
-    turns = parse_errors = 0
-    reason: ExitReason | None = None
-    error: str | None = None
-    detail: str | None = None
-    acted = False
-    awaiting_confirmation = False
-    usage_at_start = _usage(agent)
 
-    # parts not reached before a trial-wide budget ran out fail without running (App. B)
-    pre = _trial_stop(budget, rollout, usage_at_start.tokens_in + usage_at_start.tokens_out)
-    if pre is not None:
-        if recorder:
-            recorder.system(f"part {stage.index + 1} not started: {pre[1]}", stage.index)
-        return StageOutcome(stage=stage.name, passed=False, reward=0.0, turns=0, wall_s=0.0, agent_s=0.0,
-                            verifier_s=0.0, exit_reason=pre[0], detail=pre[1])
+def _not_started(stage: Stage, budget: Budget, rollout: Rollout, usage: Usage) -> StageOutcome | None:
+    """A part not reached before a trial-wide budget ran out fails without running (App. B)."""
+    pre = _trial_stop(budget, rollout, usage.tokens_in + usage.tokens_out)
+    if pre is None:
+        return None
+    if rollout.recorder:
+        rollout.recorder.system(f"part {stage.index + 1} not started: {pre[1]}", stage.index)
+    return StageOutcome(stage=stage.name, passed=False, reward=0.0, turns=0, wall_s=0.0, agent_s=0.0,
+                        verifier_s=0.0, exit_reason=pre[0], detail=pre[1])
 
+
+def _deliver(env: Environment, task: Task, stage: Stage, history: History, budget: Budget, rollout: Rollout) -> None:
+    """Ready the stage in the environment and put its prompt in the history."""
     getattr(env, "begin_stage", lambda _stage: None)(stage)  # Harbor step workdir/, setup.sh, healthcheck
     prompt = stage_prompt(task, stage, budget, rollout.turns, rollout.n_parts)
     history.add(Message(role="user", content=prompt, stage_index=stage.index))
-    if recorder:
-        recorder.user(prompt, stage.index, stage=stage.name)
+    if rollout.recorder:
+        rollout.recorder.user(prompt, stage.index, stage=stage.name)
 
-    def compact(why: str) -> None:
-        history.compact(stage.index, keep_stage=stage.index)
-        rollout.compactions += 1
-        if recorder:
-            recorder.system(f"history compacted ({why})", stage.index,
-                            summary=history.messages[0].content if history.messages else "")
 
+def _compact(history: History, stage: Stage, rollout: Rollout, why: str) -> None:
+    history.compact(stage.index, keep_stage=stage.index)
+    rollout.compactions += 1
+    if rollout.recorder:
+        rollout.recorder.system(f"history compacted ({why})", stage.index,
+                                summary=history.messages[0].content if history.messages else "")
+
+
+def _next_action(agent: Agent, task: Task, stage: Stage, history: History, budget: Budget, rollout: Rollout,
+                 turn: int) -> Action:
+    """The agent's action for this turn; a compacting history is compacted when the context is (nearly) full."""
+    if history.policy == "compact" and agent.near_context_limit():
+        _compact(history, stage, rollout, "context nearly full")
+
+    def observe() -> Observation:
+        return Observation(task=task.name, stage=stage.name, stage_index=stage.index, n_stages=task.n_stages,
+                           turn=turn, turn_cap=budget.max_turns, messages=tuple(history.messages))
+
+    try:
+        return agent.act(observe())
+    except ContextLengthExceeded as exc:
+        _compact(history, stage, rollout, f"context length exceeded: {str(exc)[:200]}")
+    try:  # once more, on the compacted history
+        return agent.act(observe())
+    except ContextLengthExceeded as exc:
+        raise RuntimeError(f"context length exceeded even after compacting the history: {exc}") from exc
+
+
+def _agent_phase(phase: _StagePhase, agent: Agent, task: Task, stage: Stage, history: History, budget: Budget,
+                 terminal: Terminal, rollout: Rollout, confirm: bool) -> None:
+    """Turns until the agent completes the part, a budget runs out or the agent crashes."""
+    recorder = rollout.recorder
     while True:
         now = _usage(agent)
         stop = _trial_stop(budget, rollout, now.tokens_in + now.tokens_out) or _stage_stop(
-            budget, turns, start, now.tokens_in + now.tokens_out - usage_at_start.tokens_in - usage_at_start.tokens_out)
+            budget, phase.turns, phase.start,
+            now.tokens_in + now.tokens_out - phase.usage_at_start.tokens_in - phase.usage_at_start.tokens_out)
         if stop is not None:
-            reason, detail = stop
-            break
+            phase.reason, phase.detail = stop
+            return
         t0 = time.monotonic()
         try:
-            if history.policy == "compact" and agent.near_context_limit():
-                compact("context nearly full")
-            action = None
-            for attempt in range(2):
-                observation = Observation(
-                    task=task.name, stage=stage.name, stage_index=stage.index, n_stages=task.n_stages,
-                    turn=turns + 1, turn_cap=budget.max_turns, messages=tuple(history.messages),
-                )
-                try:
-                    action = agent.act(observation)
-                    break
-                except ContextLengthExceeded as exc:
-                    if attempt == 1:
-                        raise RuntimeError(
-                            f"context length exceeded even after compacting the history: {exc}") from exc
-                    compact(f"context length exceeded: {str(exc)[:200]}")
+            action = _next_action(agent, task, stage, history, budget, rollout, phase.turns + 1)
         except Exception as exc:  # an agent crash is a recorded outcome, never a lost trial
-            error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
-            reason = getattr(exc, "exit_reason", "harness_error")  # LimitExceeded: the agent's own failure
-            agent_s += time.monotonic() - t0
+            phase.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
+            phase.reason = getattr(exc, "exit_reason", "harness_error")  # LimitExceeded: the agent's own failure
+            phase.agent_s += time.monotonic() - t0
             if recorder:
                 recorder.system(f"harness error: {type(exc).__name__}: {exc}", stage.index)
-            break
-        agent_s += time.monotonic() - t0
-        turns += 1
+            return
+        phase.agent_s += time.monotonic() - t0
+        phase.turns += 1
         rollout.turns += 1
         after = _usage(agent)
-        raw, parse_error = action.raw, action.parse_error
+        raw = action.raw
         history.add(Message(role="assistant", content=raw if raw is not None else _describe(action),
                             stage_index=stage.index))
-
-        if parse_error:
-            parse_errors += 1
+        if action.parse_error:
+            phase.parse_errors += 1
             rollout.parse_errors += 1
-            feedback = PARSE_ERROR_PROMPT.format(error=parse_error)
+            feedback = PARSE_ERROR_PROMPT.format(error=action.parse_error)
             history.add(Message(role="user", content=feedback, stage_index=stage.index))
             if recorder:
-                recorder.agent_turn(raw or "", [], feedback, stage.index, turns, after.tokens_in - now.tokens_in,
+                recorder.agent_turn(raw or "", [], feedback, stage.index, phase.turns, after.tokens_in - now.tokens_in,
                                     after.tokens_out - now.tokens_out, after.cost_usd - now.cost_usd,
-                                    parse_error=parse_error)
+                                    parse_error=action.parse_error)
             continue
-
-        finished_all = True
-        for command in action.commands:
-            wait = min(budget.command_timeout_sec, _wall_left(budget, rollout, start))
-            if wait <= 0:
-                break
-            ran = terminal.replay(stage, command.keystrokes) if command.solution else \
-                terminal.run(command.keystrokes, wait, command.duration)
-            finished_all = ran and finished_all
-            acted = True
-        output = terminal.read() if action.commands else NO_COMMANDS
-
-        done = False
-        if action.task_complete:
-            if confirm and not awaiting_confirmation:
-                awaiting_confirmation = True
-                reply = f"{output}\n\n{CONFIRM_PROMPT}" if action.commands else CONFIRM_PROMPT
-            else:
-                done = True
-                reply = output
-        else:
-            awaiting_confirmation = False
-            reply = output
+        output = _run_commands(phase, action, terminal, budget, rollout)
+        reply, done = _reply(phase, action, output, confirm)
         if recorder:
             recorder.agent_turn(raw if raw is not None else _describe(action),
-                                [c.model_dump() for c in action.commands], reply, stage.index, turns,
+                                [c.model_dump() for c in action.commands], reply, stage.index, phase.turns,
                                 after.tokens_in - now.tokens_in, after.tokens_out - now.tokens_out,
                                 after.cost_usd - now.cost_usd, model_name=agent.model_name)
         if done:  # the output of the completing turn is in the trajectory; the next part's prompt follows
-            break
+            return
         history.add(Message(role="user", content=reply, stage_index=stage.index))
 
-    agent_phase = time.monotonic() - start
+
+def _run_commands(phase: _StagePhase, action: Action, terminal: Terminal, budget: Budget, rollout: Rollout) -> str:
+    """Type the action's commands (each waits at most what the budgets leave); their output."""
+    for command in action.commands:
+        wait = min(budget.command_timeout_sec, _wall_left(budget, rollout, phase.start))
+        if wait <= 0:
+            break
+        if command.solution:  # the task's solve.sh, run as Harbor runs it (/solution uploaded)
+            terminal.replay(stage, command.keystrokes)
+        else:
+            terminal.run(command.keystrokes, wait, command.duration)
+        phase.acted = True
+    return terminal.read() if action.commands else NO_COMMANDS
+
+
+def _reply(phase: _StagePhase, action: Action, output: str, confirm: bool) -> tuple[str, bool]:
+    """What the agent is told after its turn, and whether the part is done (completion confirmed once)."""
+    if not action.task_complete:
+        phase.awaiting_confirmation = False
+        return output, False
+    if confirm and not phase.awaiting_confirmation:
+        phase.awaiting_confirmation = True
+        return (f"{output}\n\n{CONFIRM_PROMPT}" if action.commands else CONFIRM_PROMPT), False
+    return output, True
+
+
+def _verified(phase: _StagePhase, env: Environment, agent: Agent, stage: Stage, rollout: Rollout) -> StageOutcome:
+    """Verify the state the agent left and fold the phase into the stage's outcome."""
+    agent_phase = time.monotonic() - phase.start
     verdict = env.verify(stage)
+    reason, detail = phase.reason, phase.detail
     if verdict.passed:
         reason = "passed" if reason not in ("harness_error", "limit_exceeded") else reason
     elif reason is None:
-        reason = "failed" if acted else "early_exit"
+        reason = "failed" if phase.acted else "early_exit"
         if reason == "early_exit":
-            detail = (f"declared part {stage.index + 1} complete after {turns} turn(s) without running a command; "
-                      f"the verifier gave reward {verdict.reward:g}")
+            detail = (f"declared part {stage.index + 1} complete after {phase.turns} turn(s) without running a "
+                      f"command; the verifier gave reward {verdict.reward:g}")
     if verdict.error and reason not in ("harness_error", "limit_exceeded"):
         reason = "verifier_error"  # no usable reward file: not the agent's failure, retried on resume
-    if recorder:
-        recorder.system(f"part {stage.index + 1} verified: reward {verdict.reward:g} "
-                        f"({'passed' if verdict.passed else 'failed'})", stage.index,
-                        exit_reason=reason, verifier_output=verdict.output[-2000:],
-                        verifier_output_bytes=verdict.output_bytes)
+    if rollout.recorder:
+        rollout.recorder.system(f"part {stage.index + 1} verified: reward {verdict.reward:g} "
+                                f"({'passed' if verdict.passed else 'failed'})", stage.index,
+                                exit_reason=reason, verifier_output=verdict.output[-2000:],
+                                verifier_output_bytes=verdict.output_bytes)
     end_usage = _usage(agent)
     return StageOutcome(
-        stage=stage.name, passed=verdict.passed, reward=verdict.reward, turns=turns,
-        wall_s=agent_phase + verdict.duration_s, agent_s=agent_s, verifier_s=verdict.duration_s,
-        exit_reason=reason, error=error or verdict.error, detail=detail, parse_errors=parse_errors,
+        stage=stage.name, passed=verdict.passed, reward=verdict.reward, turns=phase.turns,
+        wall_s=agent_phase + verdict.duration_s, agent_s=phase.agent_s, verifier_s=verdict.duration_s,
+        exit_reason=reason, error=phase.error or verdict.error, detail=detail, parse_errors=phase.parse_errors,
         rewards=verdict.rewards, met_min_reward=None if stage.min_reward is None else
         meets_min_reward(stage.min_reward, verdict.rewards if not verdict.error else None),
-        tokens_in=end_usage.tokens_in - usage_at_start.tokens_in,
-        tokens_out=end_usage.tokens_out - usage_at_start.tokens_out,
+        tokens_in=end_usage.tokens_in - phase.usage_at_start.tokens_in,
+        tokens_out=end_usage.tokens_out - phase.usage_at_start.tokens_out,
     )
 
 
