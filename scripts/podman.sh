@@ -17,15 +17,16 @@ set -euo pipefail
 DIR=${HRBENCH_PODMAN_DIR:-/var/cache/hrbench/podman}
 IMAGE=${HRBENCH_BASE_IMAGE:-hrbench/debian:bookworm}
 SUITE=bookworm
-# The base system: what the built-in tasks' solutions and verifiers call (python3, ps, column).
-BASE_PACKAGES=python3,procps,bsdextrautils
+# The base system: what the built-in tasks' solutions and verifiers call (python3, ps, column), and
+# bubblewrap for checks.sh's `untrusted` (the verifier runs agent code in a nested sandbox).
+BASE_PACKAGES=python3,procps,bsdextrautils,bubblewrap
 # Served by the image's local apt repository (a task may `apt-get install` them offline); tree is
 # what the docker-only fixture task installs (the host lacks it, so `local` refuses that task).
 LOCAL_DEBS=${HRBENCH_LOCAL_DEBS:-tree}
 CONF="$DIR/containers.conf"
 SOCK="$DIR/podman.sock"
 # Revision of the recipe below: bump it to rebuild images built by an older recipe.
-RECIPE=1
+RECIPE=2
 
 mirror() {
   # The Debian mirror this host's apt uses (deb822 or one-line sources), else the default.
@@ -43,6 +44,7 @@ install_tools() {
   command -v runc >/dev/null || missing+=(runc)
   command -v debootstrap >/dev/null || missing+=(debootstrap)
   command -v dpkg-scanpackages >/dev/null || missing+=(dpkg-dev)
+  command -v curl >/dev/null || missing+=(curl)
   if ((${#missing[@]})); then
     echo "podman.sh: installing ${missing[*]}" >&2
     as_root apt-get update -qq
@@ -111,7 +113,7 @@ build_image() {
         --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - "$IMAGE" \
         >/dev/null 2>"$DIR/import.log" || { cat "$DIR/import.log" >&2; exit 1; }
   # oracle-state images were built on the old base: drop them (the docker backend rebuilds on demand)
-  podman images --format '{{.Repository}}:{{.Tag}}' | grep '^localhost/hrbench-env/' | xargs -r podman rmi -f >/dev/null 2>&1 || true
+  podman images --format '{{.Repository}}:{{.Tag}}' | grep -E '^(localhost|docker\.io)/hrbench-env/' | xargs -r podman rmi -f >/dev/null 2>&1 || true
 }
 
 ping_sock() { [ -S "$SOCK" ] && curl -fsS --max-time 2 --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1; }

@@ -38,11 +38,11 @@ import threading
 import time
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from hrbench.envs.base import ExecResult, SandboxError, VerifierResult
 from hrbench.envs.confine import SANDBOX_PATH
-from hrbench.envs.local import CHECK_LIBRARY, _read_rewards, _unit
+from hrbench.envs.local import CHECK_LIBRARY, PERSIST_DIR, _read_rewards, _unit
 from hrbench.envs.shell import PersistentShell
 from hrbench.harness.truncation import HeadTail
 from hrbench.tasks.harbor import RewardError, primary_reward
@@ -147,6 +147,14 @@ _WRAP = ('timeout -s KILL "$1" bash -c "$2" & p=$!; { wait $p; } 2>/dev/null; rc
 # podman) is PID 1 and reaps the orphans an agent leaves, which would otherwise stay zombies and
 # count against the pids limit; the reaper spares the main process as PID 1's oldest child.
 _MAIN = ["sleep", "infinity"]
+
+
+class WorkdirFile(NamedTuple):
+    """A file of a container's workdir: its content, or the target of a symlink, and its mode."""
+
+    data: bytes | None = None
+    link: str | None = None
+    mode: int = 0o644
 
 
 def _client(docker_host: str | None = None) -> docker.DockerClient:
@@ -344,6 +352,32 @@ class DockerEnvironment:
         if result.exit_code != 0:
             raise SandboxError(f"container {self.container_id[:12]}: could not stop the agent's processes: "
                                f"{result.output[-400:]}")
+
+    def workdir_files(self) -> dict[str, WorkdirFile]:
+        """Every file and symlink of the workdir (and of the task's persisted paths, under
+        PERSIST_DIR/, as local keeps them), read through the Docker API (`get_archive`), keyed by path
+        relative to the workdir: what the audit's tamper check compares on a backend without
+        workspace directories."""
+        import docker
+
+        files: dict[str, WorkdirFile] = {}
+        for path, prefix in [(self.task.workdir, ""),
+                             *((p, f"{PERSIST_DIR}/{p.strip('/')}/") for p in self.task.persist)]:
+            try:
+                stream, _ = self.backend.client.api.get_archive(self.container_id, path)
+            except docker.errors.NotFound:
+                continue
+            with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+                for member in tar:
+                    _, _, rel = member.name.partition("/")  # the top entry is the directory itself
+                    if not rel:
+                        continue
+                    if member.issym():
+                        files[prefix + rel] = WorkdirFile(link=member.linkname, mode=member.mode)
+                    elif member.isfile():
+                        data = tar.extractfile(member)
+                        files[prefix + rel] = WorkdirFile(data=data.read() if data else b"", mode=member.mode)
+        return files
 
     def open_shell(self, max_pids: int = 256) -> DockerShell:
         """A persistent bash in the container (llm and command agents type into it); the container's
