@@ -238,7 +238,7 @@ class DockerShell(PersistentShell):
         )["Id"]
         host = env.backend.docker_host
         argv = [sys.executable, "-m", "hrbench.envs.docker", "attach", exec_id] + ([host] if host else [])
-        super().__init__(argv, cgroup=None)
+        super().__init__(argv)
         # Ready before the agent types: starting the attach process and the exec takes a second or
         # so (local's shell starts at once), which must not eat the first command's wait.
         if not self.send("", 60):
