@@ -20,9 +20,10 @@ SUITE=bookworm
 # The base system: what the built-in tasks' solutions and verifiers call (python3, ps, column), and
 # bubblewrap for checks.sh's `untrusted` (the verifier runs agent code in a nested sandbox).
 BASE_PACKAGES=python3,procps,bsdextrautils,bubblewrap
-# Served by the image's local apt repository (a task may `apt-get install` them offline); tree is
-# what the docker-only fixture task installs (the host lacks it, so `local` refuses that task).
-LOCAL_DEBS=${HRBENCH_LOCAL_DEBS:-tree}
+# Served by the image's local apt repository (a task may `apt-get install` them offline), with the
+# dependencies the base system lacks: tree is what the docker-only fixture task installs (the host
+# lacks it, so `local` refuses that task), openssl what a built-in task's Dockerfile installs.
+LOCAL_DEBS=${HRBENCH_LOCAL_DEBS:-tree openssl}
 CONF="$DIR/containers.conf"
 SOCK="$DIR/podman.sock"
 # Revision of the recipe below: bump it to rebuild images built by an older recipe.
@@ -69,17 +70,31 @@ EOF
   mv "$CONF.tmp" "$CONF"
 }
 
-build_debs() {
-  local debs="$DIR/debs"
-  [ -f "$debs/Packages" ] && [ "$(cat "$debs/.list" 2>/dev/null)" = "$LOCAL_DEBS" ] && return
-  rm -rf "$debs.tmp" && mkdir -p "$debs.tmp"
+closure() {
+  # LOCAL_DEBS and their dependencies (recursively, no recommends), minus what the base rootfs has
+  local installed
+  installed=$(dpkg-query --admindir="$DIR/rootfs-$SUITE/var/lib/dpkg" -W -f '${Package}\n')
   # shellcheck disable=SC2086  # a word list on purpose
-  if ! (cd "$debs.tmp" && apt-get download -q $LOCAL_DEBS >/dev/null 2>&1); then
+  apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
+      --no-enhances $LOCAL_DEBS 2>/dev/null | grep -v '^ ' | grep -v '^<' | sort -u | grep -vxF "$installed" || true
+}
+
+build_debs() {
+  local debs="$DIR/debs" want
+  want="recipe=$RECIPE $LOCAL_DEBS"
+  [ -f "$debs/Packages" ] && [ "$(cat "$debs/.list" 2>/dev/null)" = "$want" ] && return
+  rm -rf "$debs.tmp" && mkdir -p "$debs.tmp"
+  local pkgs
+  pkgs=$(closure)
+  # no package lists yet (a fresh machine), or stale ones: update once and ask again
+  # shellcheck disable=SC2086  # a word list on purpose
+  if [ -z "$pkgs" ] || ! (cd "$debs.tmp" && apt-get download -q $pkgs >/dev/null 2>&1); then
     as_root apt-get update -qq
-    (cd "$debs.tmp" && apt-get download -q $LOCAL_DEBS >/dev/null)
+    pkgs=$(closure)
+    [ -z "$pkgs" ] || (cd "$debs.tmp" && apt-get download -q $pkgs >/dev/null)
   fi
   (cd "$debs.tmp" && dpkg-scanpackages --multiversion . /dev/null 2>/dev/null >Packages)
-  echo "$LOCAL_DEBS" >"$debs.tmp/.list"
+  echo "$want" >"$debs.tmp/.list"
   rm -rf "$debs" && mv "$debs.tmp" "$debs"
 }
 
@@ -100,7 +115,7 @@ build_rootfs() {
 
 build_image() {
   local stamp="$DIR/debs/.list"
-  local want="recipe=$RECIPE debs=$(cat "$stamp")"
+  local want; want=$(cat "$stamp")
   if podman image exists "$IMAGE" \
      && [ "$(podman image inspect --format '{{index .Labels "org.hrbench.recipe"}}' "$IMAGE" 2>/dev/null)" = "$want" ]; then
     return
@@ -122,8 +137,8 @@ case "${1:-setup}" in
   setup)
     install_tools
     write_conf
-    build_debs
     build_rootfs
+    build_debs
     CONTAINERS_CONF="$CONF" build_image
     echo "podman.sh: ready ($IMAGE; CONTAINERS_CONF=$CONF)" >&2
     ;;
