@@ -115,7 +115,8 @@ echo "hrbench: processes survived 100 kill rounds" >&2; exit 1
 
 # One verification in one exec, as root: kill every agent process, shells included (_REAPER), move
 # the tests in from the root-only directory put_archive filled, run them as the agent user (as local
-# does) under `timeout` in their own process group, kill whatever they left, remove /tests, keep
+# does; /logs is theirs, so checks.sh keeps its private results in the log root that `untrusted`
+# hides whole) under `timeout` in their own process group, kill whatever they left, remove /tests, keep
 # /logs in the private directory, and print the reward files, each behind a nonce read from that
 # directory: the verifier's output may quote agent files, but no agent could have learnt the
 # nonce to forge a reward line. Exit 86: the agent could not be stopped.
@@ -125,7 +126,7 @@ for d in /.hrbench-verify-*; do [ "$d" = "$priv" ] || rm -rf "$d"; done
 rm -rf /tests /logs
 bash -c "$reaper" hrbench all > "$priv/reaped" 2>&1 \
   || { echo "hrbench: could not stop the agent's processes: $(tail -c 400 "$priv/reaped")"; exit 86; }
-mv "$priv/tests" /tests && mkdir -p /logs/verifier && chown "$user" /logs/verifier || exit 86
+mv "$priv/tests" /tests && mkdir -p /logs/verifier && chown -R "$user" /logs || exit 86
 setpriv --reuid="${user%%:*}" --regid="${user##*:}" --clear-groups \
   timeout -s KILL "$limit" bash /tests/test.sh < /dev/null & p=$!; { wait $p; } 2>/dev/null; rc=$?
 bash -c "$reaper" hrbench all > "$priv/reaped" 2>&1
@@ -588,7 +589,9 @@ class DockerBackend:
     def _commit(self, env: DockerEnvironment, ref: str, user: str) -> None:
         repo, tag = ref.rsplit(":", 1)
         # the agent user travels as a label: the image's USER stays root, so root execs need no override
-        self.client.api.commit(env.container_id, repository=repo, tag=tag,
+        # no pause: every agent process is dead by now (nothing writes), and runc's freezer can fail
+        # under load ("pausing container ... to commit"), which would fail the whole state build
+        self.client.api.commit(env.container_id, repository=repo, tag=tag, pause=False,
                                conf={"Labels": {LABEL: env.task.name, f"{LABEL}.user": user}})
 
     # -- containers ------------------------------------------------------------------------

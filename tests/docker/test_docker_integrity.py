@@ -24,11 +24,17 @@ pytestmark = pytest.mark.slow  # podman, image builds, containers
 # check is a privileged operation instead: with any capability in its user namespace, a mount succeeds.
 NO_CAPS_PROC = """expect_fail no_caps '' -- untrusted 'grep -q "^CapEff:[[:space:]]*0*$" /proc/self/status && exit 1 || exit 0'"""
 NO_CAPS_MOUNT = "expect_fail no_caps '' -- untrusted 'mkdir -p /tmp/m && mount -t tmpfs none /tmp/m'"
-DOCKER_PROBE = PROBE.replace(NO_CAPS_PROC, NO_CAPS_MOUNT)
+# The survivor PROBE starts is a `sleep`, and so is the container's main process: give it a name of its own.
+SURVIVOR = ("untrusted 'nohup sleep 300 >/dev/null 2>&1 & echo started'", "grep -cx sleep)")
+NAMED_SURVIVOR = ("cp /bin/sleep /tmp/hrb-survivor; untrusted 'nohup /tmp/hrb-survivor 300 >/dev/null 2>&1 & echo started'",
+                  "grep -cx hrb-survivor)")
+DOCKER_PROBE = (PROBE.replace(NO_CAPS_PROC, NO_CAPS_MOUNT).replace(SURVIVOR[0], NAMED_SURVIVOR[0])
+                .replace(SURVIVOR[1], NAMED_SURVIVOR[1]))
 
 
-def test_probe_has_the_capability_check_this_module_replaces():
-    assert NO_CAPS_PROC in PROBE and NO_CAPS_MOUNT in DOCKER_PROBE
+def test_probe_has_the_checks_this_module_replaces():
+    assert all(line in PROBE for line in (NO_CAPS_PROC, *SURVIVOR))
+    assert all(line in DOCKER_PROBE for line in (NO_CAPS_MOUNT, *NAMED_SURVIVOR))
 
 
 def test_untrusted_runs_agent_code_in_a_nested_sandbox_in_the_container(backend: DockerBackend, tmp_path: Path):
