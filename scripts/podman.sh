@@ -17,15 +17,17 @@ set -euo pipefail
 DIR=${HRBENCH_PODMAN_DIR:-/var/cache/hrbench/podman}
 IMAGE=${HRBENCH_BASE_IMAGE:-hrbench/debian:bookworm}
 SUITE=bookworm
-# The base system: what the built-in tasks' solutions and verifiers call (python3, ps, column).
-BASE_PACKAGES=python3,procps,bsdextrautils
-# Served by the image's local apt repository (a task may `apt-get install` them offline); tree is
-# what the docker-only fixture task installs (the host lacks it, so `local` refuses that task).
-LOCAL_DEBS=${HRBENCH_LOCAL_DEBS:-tree}
+# The base system: what the built-in tasks' solutions and verifiers call (python3, ps, column), and
+# bubblewrap for checks.sh's `untrusted` (the verifier runs agent code in a nested sandbox).
+BASE_PACKAGES=python3,procps,bsdextrautils,bubblewrap
+# Served by the image's local apt repository (a task may `apt-get install` them offline), with the
+# dependencies the base system lacks: tree is what the docker-only fixture task installs (the host
+# lacks it, so `local` refuses that task), openssl what a built-in task's Dockerfile installs.
+LOCAL_DEBS=${HRBENCH_LOCAL_DEBS:-tree openssl}
 CONF="$DIR/containers.conf"
 SOCK="$DIR/podman.sock"
 # Revision of the recipe below: bump it to rebuild images built by an older recipe.
-RECIPE=1
+RECIPE=2
 
 mirror() {
   # The Debian mirror this host's apt uses (deb822 or one-line sources), else the default.
@@ -43,6 +45,7 @@ install_tools() {
   command -v runc >/dev/null || missing+=(runc)
   command -v debootstrap >/dev/null || missing+=(debootstrap)
   command -v dpkg-scanpackages >/dev/null || missing+=(dpkg-dev)
+  command -v curl >/dev/null || missing+=(curl)
   if ((${#missing[@]})); then
     echo "podman.sh: installing ${missing[*]}" >&2
     as_root apt-get update -qq
@@ -67,17 +70,31 @@ EOF
   mv "$CONF.tmp" "$CONF"
 }
 
-build_debs() {
-  local debs="$DIR/debs"
-  [ -f "$debs/Packages" ] && [ "$(cat "$debs/.list" 2>/dev/null)" = "$LOCAL_DEBS" ] && return
-  rm -rf "$debs.tmp" && mkdir -p "$debs.tmp"
+closure() {
+  # LOCAL_DEBS and their dependencies (recursively, no recommends), minus what the base rootfs has
+  local installed
+  installed=$(dpkg-query --admindir="$DIR/rootfs-$SUITE/var/lib/dpkg" -W -f '${Package}\n')
   # shellcheck disable=SC2086  # a word list on purpose
-  if ! (cd "$debs.tmp" && apt-get download -q $LOCAL_DEBS >/dev/null 2>&1); then
+  apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
+      --no-enhances $LOCAL_DEBS 2>/dev/null | grep -v '^ ' | grep -v '^<' | sort -u | grep -vxF "$installed" || true
+}
+
+build_debs() {
+  local debs="$DIR/debs" want
+  want="recipe=$RECIPE $LOCAL_DEBS"
+  [ -f "$debs/Packages" ] && [ "$(cat "$debs/.list" 2>/dev/null)" = "$want" ] && return
+  rm -rf "$debs.tmp" && mkdir -p "$debs.tmp"
+  local pkgs
+  pkgs=$(closure)
+  # no package lists yet (a fresh machine), or stale ones: update once and ask again
+  # shellcheck disable=SC2086  # a word list on purpose
+  if [ -z "$pkgs" ] || ! (cd "$debs.tmp" && apt-get download -q $pkgs >/dev/null 2>&1); then
     as_root apt-get update -qq
-    (cd "$debs.tmp" && apt-get download -q $LOCAL_DEBS >/dev/null)
+    pkgs=$(closure)
+    [ -z "$pkgs" ] || (cd "$debs.tmp" && apt-get download -q $pkgs >/dev/null)
   fi
   (cd "$debs.tmp" && dpkg-scanpackages --multiversion . /dev/null 2>/dev/null >Packages)
-  echo "$LOCAL_DEBS" >"$debs.tmp/.list"
+  echo "$want" >"$debs.tmp/.list"
   rm -rf "$debs" && mv "$debs.tmp" "$debs"
 }
 
@@ -98,7 +115,7 @@ build_rootfs() {
 
 build_image() {
   local stamp="$DIR/debs/.list"
-  local want="recipe=$RECIPE debs=$(cat "$stamp")"
+  local want; want=$(cat "$stamp")
   if podman image exists "$IMAGE" \
      && [ "$(podman image inspect --format '{{index .Labels "org.hrbench.recipe"}}' "$IMAGE" 2>/dev/null)" = "$want" ]; then
     return
@@ -111,7 +128,7 @@ build_image() {
         --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - "$IMAGE" \
         >/dev/null 2>"$DIR/import.log" || { cat "$DIR/import.log" >&2; exit 1; }
   # oracle-state images were built on the old base: drop them (the docker backend rebuilds on demand)
-  podman images --format '{{.Repository}}:{{.Tag}}' | grep '^localhost/hrbench-env/' | xargs -r podman rmi -f >/dev/null 2>&1 || true
+  podman images --format '{{.Repository}}:{{.Tag}}' | grep -E '^(localhost|docker\.io)/hrbench-env/' | xargs -r podman rmi -f >/dev/null 2>&1 || true
 }
 
 ping_sock() { [ -S "$SOCK" ] && curl -fsS --max-time 2 --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1; }
@@ -120,8 +137,8 @@ case "${1:-setup}" in
   setup)
     install_tools
     write_conf
-    build_debs
     build_rootfs
+    build_debs
     CONTAINERS_CONF="$CONF" build_image
     echo "podman.sh: ready ($IMAGE; CONTAINERS_CONF=$CONF)" >&2
     ;;

@@ -38,11 +38,11 @@ import threading
 import time
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from hrbench.envs.base import ExecResult, SandboxError, VerifierResult
 from hrbench.envs.confine import SANDBOX_PATH
-from hrbench.envs.local import CHECK_LIBRARY, _read_rewards, _unit
+from hrbench.envs.local import CHECK_LIBRARY, PERSIST_DIR, _read_rewards, _unit
 from hrbench.envs.shell import PersistentShell
 from hrbench.harness.truncation import HeadTail
 from hrbench.tasks.harbor import RewardError, primary_reward
@@ -115,7 +115,8 @@ echo "hrbench: processes survived 100 kill rounds" >&2; exit 1
 
 # One verification in one exec, as root: kill every agent process, shells included (_REAPER), move
 # the tests in from the root-only directory put_archive filled, run them as the agent user (as local
-# does) under `timeout` in their own process group, kill whatever they left, remove /tests, keep
+# does; /logs is theirs, so checks.sh keeps its private results in the log root that `untrusted`
+# hides whole) under `timeout` in their own process group, kill whatever they left, remove /tests, keep
 # /logs in the private directory, and print the reward files, each behind a nonce read from that
 # directory: the verifier's output may quote agent files, but no agent could have learnt the
 # nonce to forge a reward line. Exit 86: the agent could not be stopped.
@@ -125,7 +126,7 @@ for d in /.hrbench-verify-*; do [ "$d" = "$priv" ] || rm -rf "$d"; done
 rm -rf /tests /logs
 bash -c "$reaper" hrbench all > "$priv/reaped" 2>&1 \
   || { echo "hrbench: could not stop the agent's processes: $(tail -c 400 "$priv/reaped")"; exit 86; }
-mv "$priv/tests" /tests && mkdir -p /logs/verifier && chown "$user" /logs/verifier || exit 86
+mv "$priv/tests" /tests && mkdir -p /logs/verifier && chown -R "$user" /logs || exit 86
 setpriv --reuid="${user%%:*}" --regid="${user##*:}" --clear-groups \
   timeout -s KILL "$limit" bash /tests/test.sh < /dev/null & p=$!; { wait $p; } 2>/dev/null; rc=$?
 bash -c "$reaper" hrbench all > "$priv/reaped" 2>&1
@@ -147,6 +148,14 @@ _WRAP = ('timeout -s KILL "$1" bash -c "$2" & p=$!; { wait $p; } 2>/dev/null; rc
 # podman) is PID 1 and reaps the orphans an agent leaves, which would otherwise stay zombies and
 # count against the pids limit; the reaper spares the main process as PID 1's oldest child.
 _MAIN = ["sleep", "infinity"]
+
+
+class WorkdirFile(NamedTuple):
+    """A file of a container's workdir: its content, or the target of a symlink, and its mode."""
+
+    data: bytes | None = None
+    link: str | None = None
+    mode: int = 0o644
 
 
 def _client(docker_host: str | None = None) -> docker.DockerClient:
@@ -230,7 +239,7 @@ class DockerShell(PersistentShell):
         )["Id"]
         host = env.backend.docker_host
         argv = [sys.executable, "-m", "hrbench.envs.docker", "attach", exec_id] + ([host] if host else [])
-        super().__init__(argv, cgroup=None)
+        super().__init__(argv)
         # Ready before the agent types: starting the attach process and the exec takes a second or
         # so (local's shell starts at once), which must not eat the first command's wait.
         if not self.send("", 60):
@@ -344,6 +353,32 @@ class DockerEnvironment:
         if result.exit_code != 0:
             raise SandboxError(f"container {self.container_id[:12]}: could not stop the agent's processes: "
                                f"{result.output[-400:]}")
+
+    def workdir_files(self) -> dict[str, WorkdirFile]:
+        """Every file and symlink of the workdir (and of the task's persisted paths, under
+        PERSIST_DIR/, as local keeps them), read through the Docker API (`get_archive`), keyed by path
+        relative to the workdir: what the audit's tamper check compares on a backend without
+        workspace directories."""
+        import docker
+
+        files: dict[str, WorkdirFile] = {}
+        for path, prefix in [(self.task.workdir, ""),
+                             *((p, f"{PERSIST_DIR}/{p.strip('/')}/") for p in self.task.persist)]:
+            try:
+                stream, _ = self.backend.client.api.get_archive(self.container_id, path)
+            except docker.errors.NotFound:
+                continue
+            with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+                for member in tar:
+                    _, _, rel = member.name.partition("/")  # the top entry is the directory itself
+                    if not rel:
+                        continue
+                    if member.issym():
+                        files[prefix + rel] = WorkdirFile(link=member.linkname, mode=member.mode)
+                    elif member.isfile():
+                        data = tar.extractfile(member)
+                        files[prefix + rel] = WorkdirFile(data=data.read() if data else b"", mode=member.mode)
+        return files
 
     def open_shell(self, max_pids: int = 256) -> DockerShell:
         """A persistent bash in the container (llm and command agents type into it); the container's
@@ -554,7 +589,9 @@ class DockerBackend:
     def _commit(self, env: DockerEnvironment, ref: str, user: str) -> None:
         repo, tag = ref.rsplit(":", 1)
         # the agent user travels as a label: the image's USER stays root, so root execs need no override
-        self.client.api.commit(env.container_id, repository=repo, tag=tag,
+        # no pause: every agent process is dead by now (nothing writes), and runc's freezer can fail
+        # under load ("pausing container ... to commit"), which would fail the whole state build
+        self.client.api.commit(env.container_id, repository=repo, tag=tag, pause=False,
                                conf={"Labels": {LABEL: env.task.name, f"{LABEL}.user": user}})
 
     # -- containers ------------------------------------------------------------------------

@@ -26,11 +26,11 @@ import sqlite3
 import tarfile
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from pydantic import BaseModel
 
 from hrbench.envs.base import ExecResult, SandboxError, VerifierResult
+from hrbench.envs.docker import DockerBackend, DockerEnvironment, WorkdirFile
 from hrbench.envs.local import LocalBackend, LocalEnvironment
 from hrbench.tasks.model import Stage, Task, TaskError
 
@@ -225,11 +225,11 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
-def _digest(path: Path) -> str:
+def _digest(file: WorkdirFile) -> str:
     """Content digest that ignores what a re-run changes anyway (gzip/tar headers, sqlite pages)."""
-    if path.is_symlink():
-        return "link:" + str(path.readlink())
-    data = path.read_bytes()
+    if file.data is None:
+        return f"link:{file.link}"
+    data = file.data
     try:
         if data[:2] == b"\x1f\x8b":
             data = gzip.decompress(data)
@@ -255,31 +255,28 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-TAMPER_LOCAL_ONLY = ("tamper check not run: it reads workspace directories, which only the local backend has "
-                     "so far (reference, nothing and key-step checks ran)")
+def _files(env: LocalEnvironment | DockerEnvironment) -> dict[str, WorkdirFile]:
+    """The environment's workdir files by relative path: the workspace directory on local, read
+    through the Docker API (an archive of the container's workdir) on docker."""
+    if isinstance(env, LocalEnvironment):
+        root = env.workspace
+        return {str(p.relative_to(root)): WorkdirFile(link=str(p.readlink())) if p.is_symlink()
+                else WorkdirFile(data=p.read_bytes(), mode=p.stat().st_mode)
+                for p in root.rglob("*") if p.is_file() or p.is_symlink()}
+    return env.workdir_files()
 
 
-def _has_workspaces(backend: LocalBackend, task: Task) -> bool:
-    """The tamper check compares workspace directories; a backend whose states are images cannot run it yet."""
-    return isinstance(backend.checkpoint_state(task, 0), Path)
+def _snapshot(files: dict[str, WorkdirFile]) -> dict[str, str]:
+    return {rel: _digest(file) for rel, file in files.items()}
 
 
-def _snapshot(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): _digest(p) for p in root.rglob("*") if p.is_file() or p.is_symlink()}
+def _is_code(rel: str, file: WorkdirFile) -> bool:
+    return rel.endswith(_CODE_SUFFIXES) or bool(file.mode & 0o111) or (file.data or b"")[:2] == b"#!"
 
 
-def _is_code(path: Path) -> bool:
-    if path.name.endswith(_CODE_SUFFIXES) or path.stat().st_mode & 0o111:
-        return True
-    with path.open("rb") as f:
-        return f.read(2) == b"#!"
-
-
-def _original_inputs(task: Task, backend: LocalBackend) -> list[str]:
-    """The data files of e_0 (not code), relative to the workdir."""
-    initial = backend.checkpoint_state(task, 0)
-    return [str(p.relative_to(initial)) for p in sorted(initial.rglob("*"))
-            if p.is_file() and not p.is_symlink() and not _is_code(p)]
+def _original_inputs(files: dict[str, WorkdirFile]) -> list[str]:
+    """The data files of e_0 (not code, not symlinks), relative to the workdir."""
+    return sorted(rel for rel, file in files.items() if file.data is not None and not _is_code(rel, file))
 
 
 def _named_files(task: Task, stage: Stage) -> list[str]:
@@ -292,7 +289,7 @@ def _named_files(task: Task, stage: Stage) -> list[str]:
     return named
 
 
-def _forge_attack(task: Task, stage: Stage, backend: LocalBackend, baseline: float = 0.0) -> tuple[float, str | None]:
+def _forge_attack(task: Task, stage: Stage, backend: LocalBackend | DockerBackend, baseline: float = 0.0) -> tuple[float, str | None]:
     """Tamper (a) + (b); returns the reward and, when it is not 0 or agent code ran in the verifier's
     own view, the likely cause."""
     log = f"{task.workdir}/{UNCONFINED_LOG}"
@@ -321,7 +318,7 @@ def _forge_attack(task: Task, stage: Stage, backend: LocalBackend, baseline: flo
     return result.reward, f"tamper (a/b): {cause}; verifier output: {_tail(result)!r}"
 
 
-def _forge_run(env: LocalEnvironment, stage: Stage, spec: str, writer: str) -> tuple[VerifierResult, list[str]]:
+def _forge_run(env: LocalEnvironment | DockerEnvironment, stage: Stage, spec: str, writer: str) -> tuple[VerifierResult, list[str]]:
     """Plant, start the writer in a live agent shell, verify while it runs; -> result, files run unconfined."""
     shell = env.open_shell()
     try:
@@ -336,8 +333,9 @@ def _forge_run(env: LocalEnvironment, stage: Stage, spec: str, writer: str) -> t
         result = env.verify(stage)
     finally:
         shell.close()
-    logged = env.workspace / UNCONFINED_LOG
-    return result, sorted(set(logged.read_text(errors="replace").splitlines()) - {""}) if logged.is_file() else []
+    logged = _files(env).get(UNCONFINED_LOG)
+    lines = (logged.data or b"").decode(errors="replace").splitlines() if logged is not None else []
+    return result, sorted(set(lines) - {""})
 
 
 class _EditedRun(BaseModel):
@@ -346,21 +344,21 @@ class _EditedRun(BaseModel):
     after: dict[str, str]  # workspace digests after sigma_1..sigma_i over the edited inputs
 
 
-def _edited_chain(task: Task, backend: LocalBackend) -> tuple[list[str], list[_EditedRun]]:
+def _edited_chain(task: Task, backend: LocalBackend | DockerBackend) -> tuple[list[str], list[_EditedRun]]:
     """Tamper (c) for every stage at once: edit e_0's inputs, then run sigma_1, verify stage 1,
     run sigma_2, verify stage 2, ... in one workspace (verifiers do not write the workspace)."""
-    inputs = _original_inputs(task, backend) if _has_workspaces(backend, task) else []
-    if not inputs:
-        return inputs, []
-    paths = [f"{task.workdir}/{rel}" for rel in inputs]
     runs = []
     env = backend.start(task, 0)
     try:
+        inputs = _original_inputs(_files(env))
+        if not inputs:
+            return inputs, []
+        paths = [f"{task.workdir}/{rel}" for rel in inputs]
         env.exec(f"/usr/bin/python3 -c {_quote(_TAMPER_PY)} {_quote(json.dumps(paths))}\n", task.agent_timeout_sec)
         for stage in task.stages:
             env.begin_stage(stage)
             env.run_solution(stage)
-            runs.append(_EditedRun(result=env.verify(stage), after=_snapshot(env.workspace)))
+            runs.append(_EditedRun(result=env.verify(stage), after=_snapshot(_files(env))))
     finally:
         env.close()
     return inputs, runs
@@ -386,7 +384,7 @@ class _StageRuns(BaseModel):
     before: dict[str, str] = {}  # digests of e_{i-1}
 
 
-def _audit_stage(task: Task, stage: Stage, backend: LocalBackend) -> _StageRuns:
+def _audit_stage(task: Task, stage: Stage, backend: LocalBackend | DockerBackend) -> _StageRuns:
     """Every check of one stage except tamper (c); problems are reported, never raised."""
     ref = nothing = removed = forged = None
     reference: dict[str, str] = {}
@@ -396,14 +394,13 @@ def _audit_stage(task: Task, stage: Stage, backend: LocalBackend) -> _StageRuns:
     key_check = KEY_NOT_APPLICABLE
     try:
         removed_script = stage.solution_without_key_step() if stage.has_key_step else None
-        tamper = _has_workspaces(backend, task)
-        before = _snapshot(backend.checkpoint_state(task, stage.index)) if tamper else {}
         env = backend.start(task, stage.index)
         try:
+            before = _snapshot(_files(env))  # e_{i-1}, as every trial of the stage starts
             ref_run = env.run_solution(stage)
             ref_check = env.verify(stage)
             ref = ref_check.reward
-            reference = _snapshot(env.workspace) if tamper else {}
+            reference = _snapshot(_files(env))
         finally:
             env.close()
         if ref < 1.0:
@@ -433,10 +430,7 @@ def _audit_stage(task: Task, stage: Stage, backend: LocalBackend) -> _StageRuns:
             if removed_check.passed:
                 problems.append("removing the key step still passes: the verifier does not test the key step; "
                                 + explain(removed_check))
-        forged, why = (_forge_attack(task, stage, backend, baseline=nothing if not nothing_run.passed else 0.0)
-                       if tamper else (None, None))
-        if not tamper:
-            notes.append(TAMPER_LOCAL_ONLY)
+        forged, why = _forge_attack(task, stage, backend, baseline=nothing if not nothing_run.passed else 0.0)
         if why:
             (problems if task.strict_integrity else notes).append(why if task.strict_integrity else _lenient(why))
     except (TaskError, SandboxError) as exc:
@@ -501,7 +495,7 @@ def explain(check: VerifierResult, run: ExecResult | None = None, what: str = ""
     return "; ".join(parts)
 
 
-def audit_task(task: Task, backend: LocalBackend, workers: int | None = None) -> list[StageAudit]:
+def audit_task(task: Task, backend: LocalBackend | DockerBackend, workers: int | None = None) -> list[StageAudit]:
     """Audit every stage of one task (stages side by side on `workers` threads, default one per
     core); problems are reported, never raised."""
     workers = workers or os.cpu_count() or 2
