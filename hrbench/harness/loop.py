@@ -247,7 +247,7 @@ def _agent_phase(phase: _StagePhase, agent: Agent, task: Task, stage: Stage, his
                                     after.tokens_out - now.tokens_out, after.cost_usd - now.cost_usd,
                                     parse_error=action.parse_error)
             continue
-        output = _run_commands(phase, action, terminal, budget, rollout)
+        output = _run_commands(phase, action, stage, terminal, budget, rollout)
         reply, done = _reply(phase, action, output, confirm)
         if recorder:
             recorder.agent_turn(raw if raw is not None else _describe(action),
@@ -259,7 +259,8 @@ def _agent_phase(phase: _StagePhase, agent: Agent, task: Task, stage: Stage, his
         history.add(Message(role="user", content=reply, stage_index=stage.index))
 
 
-def _run_commands(phase: _StagePhase, action: Action, terminal: Terminal, budget: Budget, rollout: Rollout) -> str:
+def _run_commands(phase: _StagePhase, action: Action, stage: Stage, terminal: Terminal, budget: Budget,
+                  rollout: Rollout) -> str:
     """Type the action's commands (each waits at most what the budgets leave); their output."""
     for command in action.commands:
         wait = min(budget.command_timeout_sec, _wall_left(budget, rollout, phase.start))
