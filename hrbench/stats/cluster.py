@@ -124,6 +124,52 @@ class ClusterT:
     n_multi: np.ndarray  # (G,) strata with ≥ 2 tasks in the group
 
 
+def linearized_terms(
+    p_exp: np.ndarray, p_obs: np.ndarray, var_exp: np.ndarray, var_obs: np.ndarray, w: np.ndarray
+) -> tuple[float, np.ndarray, np.ndarray] | None:
+    """Γ̂ of one group and its per-task linearized terms x_t and trial variances τ_t.
+
+    Γ̂ = ln Ē − ln Ō with Ē = Σ w_t P̂e_t / W (Ō likewise); Γ̂ − Γ ≈ Σ_t x_t with
+    x_t = (w_t/W)(P̂e_t/Ē − P̂o_t/Ō), and τ_t = (w_t/W)² (Var P̂e_t/Ē² + Var P̂o_t/Ō²) is the
+    trial-level variance of x_t. None where a sum is 0 (Γ̂ undefined).
+    """
+    W = w.sum()
+    if not W > 0:
+        return None
+    E, O = float(np.dot(w, p_exp) / W), float(np.dot(w, p_obs) / W)
+    if not (E > 0 and O > 0):
+        return None
+    x = (w / W) * (p_exp / E - p_obs / O)
+    tau = (w / W) ** 2 * (var_exp / E**2 + var_obs / O**2)
+    return math.log(E) - math.log(O), x, tau
+
+
+def cluster_t_from_terms(
+    theta: float, x: np.ndarray, tau: np.ndarray, live: np.ndarray, stratum: np.ndarray, level: float
+) -> tuple[float, float, float, float, int]:
+    """θ̂ ± t_ν·SE from linearized terms (see :func:`cluster_t_intervals`): (low, high, se, ν, n_multi).
+
+    NaN limits (and n_multi = 0) where no stratum of ``live`` tasks has ≥ 2 tasks.
+    """
+    v_tot, denom, n_multi = 0.0, 0.0, 0
+    for f in np.unique(stratum[live]):
+        s = live & (stratum == f)
+        n = int(s.sum())
+        floor = float(tau[s].sum())
+        if n == 1:
+            v_tot += floor
+            continue
+        v = max(n / (n - 1) * float(np.sum((x[s] - x[s].mean()) ** 2)), floor * _floor_share(n))
+        v_tot += v
+        denom += v * v / (n - 1)
+        n_multi += 1
+    if n_multi == 0:
+        return math.nan, math.nan, math.nan, math.nan, 0
+    nu = v_tot**2 / denom
+    half = float(stats.t.ppf(0.5 + level / 2, nu)) * math.sqrt(v_tot)
+    return theta - half, theta + half, math.sqrt(v_tot), nu, n_multi
+
+
 def cluster_t_intervals(
     p_exp: np.ndarray,
     p_obs: np.ndarray,
@@ -135,49 +181,26 @@ def cluster_t_intervals(
 ) -> ClusterT:
     """Γ̂_g ± t_ν·SE for every group g = column of ``wmat`` (weights × membership).
 
-    Linearization: Γ̂ − Γ ≈ Σ_t x_t with x_t = (w_t/W)(P̂e_t/Ē − P̂o_t/Ō). Within stratum
+    Linearization (:func:`linearized_terms`): Γ̂ − Γ ≈ Σ_t x_t. Within stratum
     f (family; the family mix is a design choice) the n_f tasks are a sample, so the
     stratum total has the with-replacement variance v_f = n_f/(n_f−1) Σ (x_t − x̄_f)² —
     for a stratified mean this *is* the CR2 estimator (Bell & McCaffrey 2002), and its
     Bell–McCaffrey df is the Satterthwaite ν = (Σ v_f)² / Σ v_f²/(n_f−1), which is
     n_f − 1 for one family. v_f is floored at (a share, :func:`_floor_share`, of) the
-    stratum's trial-level variance Σ (w_t/W)² (Var P̂e_t/Ē² + Var P̂o_t/Ō²), the known
-    lower bound of its expectation. A single-task
-    stratum stands for itself: it adds its trial variance and no df. A group with no
-    stratum of ≥ 2 tasks gets no interval (NaN).
+    stratum's trial-level variance Σ τ_t, the known lower bound of its expectation. A
+    single-task stratum stands for itself: it adds its trial variance and no df. A group
+    with no stratum of ≥ 2 tasks gets no interval (NaN).
     """
     T, G = wmat.shape
     low, high, se, df = (np.full(G, np.nan) for _ in range(4))
     n_multi = np.zeros(G, np.int64)
     for g in range(G):
         w = wmat[:, g]
-        live = w > 0
-        W = w.sum()
-        E, O = np.dot(w, p_exp) / W if W > 0 else 0.0, np.dot(w, p_obs) / W if W > 0 else 0.0
-        if not (E > 0 and O > 0):
+        terms = linearized_terms(p_exp, p_obs, var_exp, var_obs, w)
+        if terms is None:
             continue
-        x = (w / W) * (p_exp / E - p_obs / O)
-        tau = (w / W) ** 2 * (var_exp / E**2 + var_obs / O**2)
-        v_tot, denom = 0.0, 0.0
-        for f in np.unique(stratum[live]):
-            s = live & (stratum == f)
-            n = int(s.sum())
-            floor = float(tau[s].sum())
-            if n == 1:
-                v_tot += floor
-                continue
-            v = max(n / (n - 1) * float(np.sum((x[s] - x[s].mean()) ** 2)), floor * _floor_share(n))
-            v_tot += v
-            denom += v * v / (n - 1)
-            n_multi[g] += 1
-        if n_multi[g] == 0:
-            continue
-        nu = v_tot**2 / denom
-        half = float(stats.t.ppf(0.5 + level / 2, nu)) * math.sqrt(v_tot)
-        theta = math.log(E) - math.log(O)
-        low[g], high[g], se[g], df[g] = theta - half, theta + half, math.sqrt(v_tot), nu
+        low[g], high[g], se[g], df[g], n_multi[g] = cluster_t_from_terms(*terms, w > 0, stratum, level)
     return ClusterT(low=low, high=high, se=se, df=df, n_multi=n_multi)
-
 
 def effective_jeffreys_log_limits(
     point: np.ndarray, centre: np.ndarray, var: np.ndarray, level: float, n_cap: np.ndarray | None = None
