@@ -211,7 +211,7 @@ def effective_jeffreys_log_limits(
     binomial proportion of n* = p̃(1−p̃)/V trials (the effective sample size; p̃ and V at the
     Jeffreys means, so n* is finite when every count is at 0 or m) and k* = p̄·n* successes,
     and gets the Jeffreys interval of k* of n*: Beta(k*+½, n*−k*+½) quantiles, lower limit 0
-    at p̄ = 0, upper 1 at p̄ = 1 (Korn & Graubard 1998, Survey Methodology 24:193–201, with
+    at p̄ = 0, upper 1 (and the lower one-sided) at p̄ = 1 (Korn & Graubard 1998, Survey Methodology 24:193–201, with
     Clopper–Pearson; Dean & Pagano 2015, J. Survey Stat. Methodol. 3:484–503, with Jeffreys).
     For one proportion this *is* its Jeffreys interval. ``n_cap`` caps n* (Korn & Graubard's
     truncation of the design effect at 1): a sum of binomials with unequal p has a smaller
@@ -226,7 +226,8 @@ def effective_jeffreys_log_limits(
     k = np.clip(point, 0, 1) * n
     alpha = 1 - level
     a, b = k + 0.5, np.maximum(n - k, 0) + 0.5
-    low = np.where(point <= 0, 0.0, special.betaincinv(a, b, alpha / 2))
+    # At p̄ = 1 the interval is one-sided and takes the whole α, as in jeffreys_log_limits.
+    low = np.where(point <= 0, 0.0, special.betaincinv(a, b, np.where(point >= 1, alpha, alpha / 2)))
     high = np.where(point >= 1, 1.0, special.betaincinv(a, b, 1 - alpha / 2))
     with np.errstate(divide="ignore"):
         return np.log(low), np.log(high)
