@@ -78,7 +78,18 @@ def main() -> None:
     ap.add_argument("--cells", help="restrict the grid, e.g. 'S=2,m=20' (keys nf, S, p, delta, m)")
     ap.add_argument("--out", help="also write the markdown tables to this file")
     ap.add_argument("--log", help="append each finished cell to this JSON-lines file")
+    ap.add_argument("--from-log", help="render the tables from a --log file instead of running")
     args = ap.parse_args()
+    if args.from_log:
+        with open(args.from_log) as fh:
+            logged = [json.loads(line) for line in fh if line.strip()]
+        results = [{**r, "kinds": {tuple(k.split("/")): v for k, v in r["kinds"].items()}} for r in logged]
+        results.sort(key=lambda r: GRID.index((r["nf"], r["S"], r["p"], r["gamma"], r["m"])))
+        lines = [f"paired_difference, Γ_a = {GAMMA_A}; column Γ is ΔΓ; from {args.from_log}: {len(results)} cells, "
+                 f"reps per cell {results[0]['reps'] if results else 0}; nominal 0.95", "",
+                 *summary(results), "", *compact(results)]
+        print("\n".join(lines))
+        return
     grid = GRID
     if args.cells:
         want = {k: float(v) for k, v in (kv.split("=") for kv in args.cells.split(","))}
