@@ -211,12 +211,22 @@ def summary(results: list[dict]) -> list[str]:
     return lines
 
 
-def run(grid: list[tuple], reps: int, n_boot: int, workers: int, log: str | None = None) -> list[dict]:
+def _cell_key(result: dict) -> tuple:
+    return (result["nf"], result["S"], result["p"], result["gamma"], result["m"])
+
+
+def run(grid: list[tuple], reps: int, n_boot: int, workers: int, log: str | None = None,
+        resume: bool = False) -> list[dict]:
     """Run the cells (seeds depend only on the cell, so a subset reproduces its cells).
 
     With ``log``, each finished cell is appended to that JSON-lines file at once, so a run
-    stopped early keeps what it did (``--from-log`` renders it).
+    stopped early keeps what it did (``--from-log`` renders it); ``resume`` skips the cells
+    already in the log (same seeds, so the union is the run that was not stopped).
     """
+    if resume and log and os.path.exists(log):
+        with open(log) as fh:
+            done_keys = {_cell_key(json.loads(line)) for line in fh if line.strip()}
+        grid = [c for c in grid if c not in done_keys]
     cells = [(cell, reps, n_boot, 1000 * FULL_GRID.index(cell)) for cell in grid]
     # m = 20 and 50 first (the acceptance cells), small studies first within (a run stopped early
     # then has every family size of the cells it reached).
@@ -259,6 +269,7 @@ def main() -> None:
     ap.add_argument("--out", help="also write the markdown tables to this file")
     ap.add_argument("--log", help="append each finished cell to this JSON-lines file")
     ap.add_argument("--from-log", help="render the tables from a --log file instead of running")
+    ap.add_argument("--resume", action="store_true", help="skip the cells already in --log")
     args = ap.parse_args()
     grid = QUICK_GRID if args.quick else FULL_GRID
     reps = 200 if args.quick and args.reps == 500 else args.reps
@@ -272,10 +283,11 @@ def main() -> None:
         with open(args.from_log) as fh:
             results = [_from_jsonable(json.loads(line)) for line in fh if line.strip()]
         key = {c: i for i, c in enumerate(FULL_GRID)}
-        results.sort(key=lambda c: key[(c["nf"], c["S"], c["p"], c["gamma"], c["m"])])
+        results = list({_cell_key(c): c for c in results}.values())  # a cell logged twice counts once
+        results.sort(key=lambda c: key[_cell_key(c)])
         head = f"from {args.from_log}: {len(results)} cells, reps per cell {results[0]['reps'] if results else 0}; nominal 0.95"
     else:
-        results = run(grid, reps, boot, args.workers, args.log)
+        results = run(grid, reps, boot, args.workers, args.log, args.resume)
         head = (f"reps per cell: {reps}; n_boot: {boot}; nominal 0.95; cells: {len(grid)}; "
                 f"wall {time.perf_counter() - t0:.0f} s; load average {os.getloadavg()[0]:.1f}")
     lines = [head, "", *summary(results), "", *compact(results), "", *table(results)]

@@ -28,13 +28,20 @@ FEW_TASKS_DF = 4.0
 
 
 def jeffreys_log_limits(k: np.ndarray, m: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """ln of the equal-tailed Jeffreys limits of k of m (elementwise): Beta(k+½, m−k+½)
-    quantiles, with the boundary modification of Brown, Cai & DasGupta (2001): lower
-    limit 0 (ln = −inf) at k = 0, upper limit 1 (ln = 0) at k = m."""
+    """ln of the Jeffreys limits of k of m (elementwise): Beta(k+½, m−k+½) quantiles, with the
+    boundary modification of Brown, Cai & DasGupta (2001): lower limit 0 (ln = −inf) at k = 0,
+    upper limit 1 (ln = 0) at k = m.
+
+    At k = m the interval is one-sided — its upper end is the edge of the parameter space,
+    which no truth lies above — so the lower limit is the one-sided Jeffreys limit with the
+    whole α (the α/2 quantile left α/2 unspent above 1: task rows with most counts at m
+    covered 0.971–0.977, docs/statistics.md §11). k = 0 needs no such rule: a raw zero makes
+    Γ a bound (§3), and a conditional nobody reached (m = 0) is its own case.
+    """
     alpha = 1 - level
     k, m = np.asarray(k, np.float64), np.asarray(m, np.float64)
     a, b = k + 0.5, np.maximum(m - k, 0) + 0.5
-    low = special.betaincinv(a, b, alpha / 2)
+    low = special.betaincinv(a, b, np.where((k >= m) & (m > 0), alpha, alpha / 2))
     high = np.where(k >= m, 1.0, special.betaincinv(a, b, 1 - alpha / 2))
     with np.errstate(divide="ignore"):
         return np.log(np.where(k <= 0, 0.0, low)), np.log(high)
@@ -117,6 +124,52 @@ class ClusterT:
     n_multi: np.ndarray  # (G,) strata with ≥ 2 tasks in the group
 
 
+def linearized_terms(
+    p_exp: np.ndarray, p_obs: np.ndarray, var_exp: np.ndarray, var_obs: np.ndarray, w: np.ndarray
+) -> tuple[float, np.ndarray, np.ndarray] | None:
+    """Γ̂ of one group and its per-task linearized terms x_t and trial variances τ_t.
+
+    Γ̂ = ln Ē − ln Ō with Ē = Σ w_t P̂e_t / W (Ō likewise); Γ̂ − Γ ≈ Σ_t x_t with
+    x_t = (w_t/W)(P̂e_t/Ē − P̂o_t/Ō), and τ_t = (w_t/W)² (Var P̂e_t/Ē² + Var P̂o_t/Ō²) is the
+    trial-level variance of x_t. None where a sum is 0 (Γ̂ undefined).
+    """
+    W = w.sum()
+    if not W > 0:
+        return None
+    E, O = float(np.dot(w, p_exp) / W), float(np.dot(w, p_obs) / W)
+    if not (E > 0 and O > 0):
+        return None
+    x = (w / W) * (p_exp / E - p_obs / O)
+    tau = (w / W) ** 2 * (var_exp / E**2 + var_obs / O**2)
+    return math.log(E) - math.log(O), x, tau
+
+
+def cluster_t_from_terms(
+    theta: float, x: np.ndarray, tau: np.ndarray, live: np.ndarray, stratum: np.ndarray, level: float
+) -> tuple[float, float, float, float, int]:
+    """θ̂ ± t_ν·SE from linearized terms (see :func:`cluster_t_intervals`): (low, high, se, ν, n_multi).
+
+    NaN limits (and n_multi = 0) where no stratum of ``live`` tasks has ≥ 2 tasks.
+    """
+    v_tot, denom, n_multi = 0.0, 0.0, 0
+    for f in np.unique(stratum[live]):
+        s = live & (stratum == f)
+        n = int(s.sum())
+        floor = float(tau[s].sum())
+        if n == 1:
+            v_tot += floor
+            continue
+        v = max(n / (n - 1) * float(np.sum((x[s] - x[s].mean()) ** 2)), floor * _floor_share(n))
+        v_tot += v
+        denom += v * v / (n - 1)
+        n_multi += 1
+    if n_multi == 0:
+        return math.nan, math.nan, math.nan, math.nan, 0
+    nu = v_tot**2 / denom
+    half = float(stats.t.ppf(0.5 + level / 2, nu)) * math.sqrt(v_tot)
+    return theta - half, theta + half, math.sqrt(v_tot), nu, n_multi
+
+
 def cluster_t_intervals(
     p_exp: np.ndarray,
     p_obs: np.ndarray,
@@ -128,45 +181,98 @@ def cluster_t_intervals(
 ) -> ClusterT:
     """Γ̂_g ± t_ν·SE for every group g = column of ``wmat`` (weights × membership).
 
-    Linearization: Γ̂ − Γ ≈ Σ_t x_t with x_t = (w_t/W)(P̂e_t/Ē − P̂o_t/Ō). Within stratum
+    Linearization (:func:`linearized_terms`): Γ̂ − Γ ≈ Σ_t x_t. Within stratum
     f (family; the family mix is a design choice) the n_f tasks are a sample, so the
     stratum total has the with-replacement variance v_f = n_f/(n_f−1) Σ (x_t − x̄_f)² —
     for a stratified mean this *is* the CR2 estimator (Bell & McCaffrey 2002), and its
     Bell–McCaffrey df is the Satterthwaite ν = (Σ v_f)² / Σ v_f²/(n_f−1), which is
     n_f − 1 for one family. v_f is floored at (a share, :func:`_floor_share`, of) the
-    stratum's trial-level variance Σ (w_t/W)² (Var P̂e_t/Ē² + Var P̂o_t/Ō²), the known
-    lower bound of its expectation. A single-task
-    stratum stands for itself: it adds its trial variance and no df. A group with no
-    stratum of ≥ 2 tasks gets no interval (NaN).
+    stratum's trial-level variance Σ τ_t, the known lower bound of its expectation. A
+    single-task stratum stands for itself: it adds its trial variance and no df. A group
+    with no stratum of ≥ 2 tasks gets no interval (NaN).
     """
     T, G = wmat.shape
     low, high, se, df = (np.full(G, np.nan) for _ in range(4))
     n_multi = np.zeros(G, np.int64)
     for g in range(G):
         w = wmat[:, g]
-        live = w > 0
-        W = w.sum()
-        E, O = np.dot(w, p_exp) / W if W > 0 else 0.0, np.dot(w, p_obs) / W if W > 0 else 0.0
-        if not (E > 0 and O > 0):
+        terms = linearized_terms(p_exp, p_obs, var_exp, var_obs, w)
+        if terms is None:
             continue
-        x = (w / W) * (p_exp / E - p_obs / O)
-        tau = (w / W) ** 2 * (var_exp / E**2 + var_obs / O**2)
-        v_tot, denom = 0.0, 0.0
-        for f in np.unique(stratum[live]):
-            s = live & (stratum == f)
-            n = int(s.sum())
-            floor = float(tau[s].sum())
-            if n == 1:
-                v_tot += floor
-                continue
-            v = max(n / (n - 1) * float(np.sum((x[s] - x[s].mean()) ** 2)), floor * _floor_share(n))
-            v_tot += v
-            denom += v * v / (n - 1)
-            n_multi[g] += 1
-        if n_multi[g] == 0:
-            continue
-        nu = v_tot**2 / denom
-        half = float(stats.t.ppf(0.5 + level / 2, nu)) * math.sqrt(v_tot)
-        theta = math.log(E) - math.log(O)
-        low[g], high[g], se[g], df[g] = theta - half, theta + half, math.sqrt(v_tot), nu
+        low[g], high[g], se[g], df[g], n_multi[g] = cluster_t_from_terms(*terms, w > 0, stratum, level)
     return ClusterT(low=low, high=high, se=se, df=df, n_multi=n_multi)
+
+def effective_jeffreys_log_limits(
+    point: np.ndarray, centre: np.ndarray, var: np.ndarray, level: float, n_cap: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """ln of Jeffreys limits of a weighted mean of proportions, by its effective count (elementwise).
+
+    A weighted mean p̄ of independent proportion estimates with variance V is read as a
+    binomial proportion of n* = p̃(1−p̃)/V trials (the effective sample size; p̃ and V at the
+    Jeffreys means, so n* is finite when every count is at 0 or m) and k* = p̄·n* successes,
+    and gets the Jeffreys interval of k* of n*: Beta(k*+½, n*−k*+½) quantiles, lower limit 0
+    at p̄ = 0, upper 1 (and the lower one-sided) at p̄ = 1 (Korn & Graubard 1998, Survey Methodology 24:193–201, with
+    Clopper–Pearson; Dean & Pagano 2015, J. Survey Stat. Methodol. 3:484–503, with Jeffreys).
+    For one proportion this *is* its Jeffreys interval. ``n_cap`` caps n* (Korn & Graubard's
+    truncation of the design effect at 1): a sum of binomials with unequal p has a smaller
+    variance than the pooled binomial, but that saving is estimated and unstable with few
+    successes, so the observed side is never credited with more than its trials.
+    """
+    point, centre, var = (np.asarray(x, np.float64) for x in (point, centre, var))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n = centre * (1 - centre) / var
+    if n_cap is not None:
+        n = np.minimum(n, n_cap)
+    k = np.clip(point, 0, 1) * n
+    alpha = 1 - level
+    a, b = k + 0.5, np.maximum(n - k, 0) + 0.5
+    # At p̄ = 1 the interval is one-sided and takes the whole α, as in jeffreys_log_limits.
+    low = np.where(point <= 0, 0.0, special.betaincinv(a, b, np.where(point >= 1, alpha, alpha / 2)))
+    high = np.where(point >= 1, 1.0, special.betaincinv(a, b, 1 - alpha / 2))
+    with np.errstate(divide="ignore"):
+        return np.log(low), np.log(high)
+
+
+def mover_aggregate_intervals(
+    p_exp: np.ndarray,
+    p_obs: np.ndarray,
+    k: np.ndarray,
+    m: np.ndarray,
+    mask: np.ndarray,
+    k0: np.ndarray,
+    m0: np.ndarray,
+    wmat: np.ndarray,
+    level: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tasks-fixed interval of Γ_g = ln Ē_g − ln Ō_g per group (column of ``wmat``): MOVER of two logs.
+
+    Ē_g = Σ w_t P̂e_t / W and Ō_g = Σ w_t P̂o_t / W (``p_exp``/``p_obs``: the per-task P̂'s the
+    row sums) are independent (checkpoint and natural trials are separate runs), so, as for a
+    task row (:func:`mover_gamma_interval`), the limits of ln Ē and ln Ō combine as
+
+        L = Γ̂ − sqrt((ln Ē − l_E)² + (u_O − ln Ō)²),   U = Γ̂ + sqrt((u_E − ln Ē)² + (ln Ō − l_O)²)
+
+    with each side's limits from :func:`effective_jeffreys_log_limits` (the trial variances of
+    :func:`trial_variances`; the observed side capped at its Kish trial count
+    (Σw)² / Σ(w²/m_0), which for equal weights and rollouts is the pooled Jeffreys interval of
+    Σ k_0 of Σ m_0). Replaces the percentile trial bootstrap, which read a skewed log-count
+    with a handful of natural successes as if it were symmetric (0.919–0.929 for 2–5 tasks at
+    low P, docs/statistics.md §11). NaN where a side's sum is 0 (the row is a bound).
+    """
+    var_e, var_o = trial_variances(k, m, mask, k0, m0)
+    q_j = np.where(mask, (k + 0.5) / (m + 1.0), 1.0).prod(axis=1)
+    o_j = (k0 + 0.5) / (m0 + 1.0)
+    W = wmat.sum(axis=0)
+    share2 = (wmat / np.where(W > 0, W, 1.0)) ** 2
+    E, O = (p_exp @ wmat) / W, (p_obs @ wmat) / W
+    le, ue = effective_jeffreys_log_limits(E, (q_j @ wmat) / W, var_e @ share2, level)
+    cap = 1.0 / ((1.0 / m0) @ share2)
+    lo, uo = effective_jeffreys_log_limits(O, (o_j @ wmat) / W, var_o @ share2, level, cap)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ln_e, ln_o = np.log(E), np.log(O)
+        theta = ln_e - ln_o
+        low = theta - np.sqrt((ln_e - le) ** 2 + (uo - ln_o) ** 2)
+        high = theta + np.sqrt((ue - ln_e) ** 2 + (ln_o - lo) ** 2)
+    bad = ~((E > 0) & (O > 0))
+    low[bad], high[bad] = np.nan, np.nan
+    return low, high

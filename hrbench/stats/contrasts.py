@@ -1,10 +1,20 @@
 """Paired contrasts: ΔΓ between two agents or two conditions on the same tasks.
 
-DESIGN §7: ΔΓ(I) = Γ(baseline) − Γ(I), paired bootstrap over tasks. Each side
-keeps its own P_expected and P_observed (paper §3.3: every intervention defines
-its own counterfactual). Pairing: a hierarchical replicate draws the *same*
-tasks for both sides, then resamples each side's trials (the two sides are
-separate runs, so their trials are independent given the task).
+DESIGN §7: ΔΓ(I) = Γ(baseline) − Γ(I). Each side keeps its own P_expected and
+P_observed (paper §3.3: every intervention defines its own counterfactual). The two
+sides are separate runs, so their trials are independent given the task; the tasks
+are shared (paired). Intervals, as in the residual table (docs/statistics.md §8):
+
+* **tasks: fixed** (task rows; ``trial_ci_*`` of family/all rows): MOVER of the two
+  sides' tasks-fixed intervals — independent sides, so L = Δ̂ − sqrt((Γ̂a − La)² + (Ub − Γ̂b)²)
+  and U likewise (Zou & Donner 2008).
+* **tasks: sampled** (``ci_*`` of family/all rows): paired cluster-t — the linearized
+  terms x_t = x_a,t − x_b,t of the same task on both sides, CR2 stratified variance with
+  the trial-variance floor (both sides' trial variances) and Bell–McCaffrey df; flagged
+  ``few-tasks`` below 4 df, ``too-few-tasks`` (no interval) without a family of ≥ 2 tasks.
+
+The bootstrap schemes (``hierarchical="tasks_rescaled"`` etc.) are kept for comparison: a
+hierarchical replicate draws the *same* tasks for both sides, then resamples each side's trials.
 """
 
 from __future__ import annotations
@@ -18,26 +28,43 @@ from scipy import stats
 
 from hrbench.stats.bootstrap import (
     Packed,
+    aggregate_gamma,
     column_quantiles,
     expanded_z,
     group_matrix,
     pack,
     trial_bank,
 )
+from hrbench.stats.cluster import (
+    FEW_TASKS_DF,
+    cluster_t_from_terms,
+    linearized_terms,
+    mover_aggregate_intervals,
+    trial_variances,
+)
 from hrbench.stats.data import TaskOutcomes, ZeroRule
 from hrbench.stats.estimate import estimate_task
 from hrbench.stats.residuals import (
     ALL_SCOPES,
     AggregateRule,
+    Estimand,
+    Flag,
     HierarchicalScheme,
     Scope,
     aggregate_replicates,
+    raw_probabilities,
+    residual_table,
     uses_raw_aggregate,
 )
 
 
 class DifferenceRow(BaseModel):
-    """ΔΓ = Γ_a − Γ_b for one task, family or ``all``; headline interval as in the residual table."""
+    """ΔΓ = Γ_a − Γ_b for one task, family or ``all``; headline interval as in the residual table.
+
+    ``ci_low``/``ci_high`` is about the population ``ci_estimand`` names (task rows: ``tasks:
+    fixed``; family/all rows: ``tasks: sampled``, null with ``ci_method = "too-few-tasks"``);
+    ``trial_ci_*`` is always ``tasks: fixed``. ``df`` is the cluster-t's degrees of freedom.
+    """
 
     model_config = ConfigDict(frozen=True, ser_json_inf_nan="strings")
 
@@ -54,6 +81,10 @@ class DifferenceRow(BaseModel):
     level: float
     n_boot: int
     n_tasks: int
+    ci_estimand: Estimand = "tasks: sampled"
+    trial_ci_method: str = ""
+    df: float | None = None
+    flags: list[Flag] = []
 
 
 def _align(tasks_a: Sequence[TaskOutcomes], tasks_b: Sequence[TaskOutcomes]) -> list[TaskOutcomes]:
@@ -87,19 +118,22 @@ def paired_difference(
     seed: int = 0,
     level: float = 0.95,
     scopes: Sequence[Scope] = ALL_SCOPES,
-    hierarchical: HierarchicalScheme = "tasks_rescaled",
+    hierarchical: HierarchicalScheme = "cluster_t",
     aggregate: AggregateRule = "unbiased",
 ) -> list[DifferenceRow]:
-    """Paired percentile intervals for Γ_a − Γ_b per task, family and overall.
+    """Paired intervals for Γ_a − Γ_b per task, family and overall (module docstring).
 
     Tasks are matched by name; weights and families are side a's. Side a is
     typically the baseline and side b the intervention, giving ΔΓ(I).
     ``hierarchical`` and ``aggregate`` mean what they mean in
     :func:`~hrbench.stats.residuals.residual_table`, so each side's Γ equals that
-    table's; both sides get the same task draws (paired).
+    table's. ``cluster_t`` (default) is closed-form (``n_boot``, ``seed`` unused); the
+    bootstrap schemes give both sides the same task draws (paired) and percentile intervals.
     """
     tasks_a = list(tasks_a)
     tasks_b = _align(tasks_a, tasks_b)
+    if hierarchical == "cluster_t":
+        return _closed_form_difference(tasks_a, tasks_b, zero_rule, n_boot, level, scopes, aggregate)
     pk_a, pk_b = pack(tasks_a), pack(tasks_b)
     T = pk_a.n_tasks
     names, member = group_matrix(pk_a)
@@ -132,7 +166,8 @@ def paired_difference(
                         scope="task", name=a.name, gamma_a=a.gamma, gamma_b=b.gamma, delta=delta,
                         ci_low=_none(ci[j, 0]), ci_high=_none(ci[j, 1]),
                         trial_ci_low=_none(ci[j, 0]), trial_ci_high=_none(ci[j, 1]),
-                        ci_method="trial-percentile", n_tasks=1, **common,
+                        ci_method="trial-percentile", n_tasks=1, ci_estimand="tasks: fixed",
+                        trial_ci_method="trial-percentile", **common,
                     )
                 )
     # Same hier seed on both sides: the same task draws (paired); pk_b has pk_a's families and order.
@@ -144,9 +179,10 @@ def paired_difference(
         trial = agg_a.trial_reps - agg_b.trial_reps
         hier = (agg_a.hier_reps, agg_b.hier_reps)
     trial_ci = column_quantiles(trial, probs)
-    hier_label = {"tasks_rescaled": "hierarchical", "tasks_then_trials": "two-stage-hierarchical", "tasks_only": "task-resample"}[
-        hierarchical
-    ]
+    labels = {"tasks_rescaled": "hierarchical", "tasks_then_trials": "two-stage-hierarchical", "tasks_only": "task-resample"}
+    if hierarchical not in labels:
+        raise ValueError(f"unknown hierarchical scheme {hierarchical!r}; choose 'cluster_t' or one of {tuple(labels)}")
+    hier_label = labels[hierarchical]
     with np.errstate(invalid="ignore"):
         hier_probs = probs if agg_a.df is None else stats.norm.cdf(expanded_z(level, agg_a.df, len(names)))
         hier_ci = column_quantiles(hier[0] - hier[1], hier_probs)
@@ -163,7 +199,106 @@ def paired_difference(
                 delta=float(g_a[g] - g_b[g]) if finite else None,
                 ci_low=_none(hier_ci[g, 0]), ci_high=_none(hier_ci[g, 1]),
                 trial_ci_low=_none(trial_ci[g, 0]), trial_ci_high=_none(trial_ci[g, 1]),
-                ci_method=f"{hier_label}-percentile", n_tasks=int(np.sum((member[:, g] > 0) & kept)), **common,
+                ci_method=f"{hier_label}-percentile", n_tasks=int(np.sum((member[:, g] > 0) & kept)),
+                trial_ci_method="trial-percentile", df=None if agg_a.df is None else _none(agg_a.df[g]), **common,
             )
         )
+    return rows
+
+
+def _mover_difference(d: float, a: tuple[float, float, float], b: tuple[float, float, float]) -> tuple[float, float]:
+    """MOVER limits of Γ_a − Γ_b from each side's (point, low, high); independent sides."""
+    (ga, la, ua), (gb, lb, ub) = a, b
+    with np.errstate(invalid="ignore"):
+        return (d - float(np.hypot(ga - la, ub - gb)), d + float(np.hypot(ua - ga, gb - lb)))
+
+
+def _closed_form_difference(
+    tasks_a: list[TaskOutcomes],
+    tasks_b: list[TaskOutcomes],
+    zero_rule: ZeroRule,
+    n_boot: int,
+    level: float,
+    scopes: Sequence[Scope],
+    aggregate: AggregateRule,
+) -> list[DifferenceRow]:
+    """MOVER (tasks fixed) and paired cluster-t (tasks sampled) intervals of ΔΓ (module docstring)."""
+    pk_a, pk_b = pack(tasks_a), pack(tasks_b)
+    names, member = group_matrix(pk_a)
+    est_a = [estimate_task(t, zero_rule, level) for t in tasks_a]
+    est_b = [estimate_task(t, zero_rule, level) for t in tasks_b]
+    # Under "exclude" a task undefined on either side leaves the pair.
+    kept = np.array([not (a.excluded or b.excluded) for a, b in zip(est_a, est_b)])
+    wmat = member * (pk_a.weights * kept)[:, None]
+    # Task rows of each side: the residual table's (declared rule, MOVER–Jeffreys), tasks fixed.
+    task_a = residual_table(tasks_a, zero_rule, level=level, scopes=("task",))
+    task_b = residual_table(tasks_b, zero_rule, level=level, scopes=("task",))
+    task_rows: list[DifferenceRow] = []
+    common = dict(level=level, n_boot=n_boot)
+    for ra, rb in zip(task_a, task_b):
+        defined = ra.gamma is not None and rb.gamma is not None
+        delta = ra.gamma - rb.gamma if defined else None
+        lo = hi = None
+        if defined:
+            lo, hi = _mover_difference(delta, (ra.gamma, ra.ci_low, ra.ci_high), (rb.gamma, rb.ci_low, rb.ci_high))
+        flags = [f for f in dict.fromkeys([*ra.flags, *rb.flags]) if f in ("zero-rule", "boundary", "excluded")]
+        if not defined:
+            flags.append("no-estimate")
+        task_rows.append(DifferenceRow(
+            scope="task", name=ra.name, gamma_a=ra.gamma, gamma_b=rb.gamma, delta=delta, ci_low=lo, ci_high=hi,
+            trial_ci_low=lo, trial_ci_high=hi, ci_method="mover-jeffreys", trial_ci_method="mover-jeffreys",
+            ci_estimand="tasks: fixed", n_tasks=1, flags=flags, **common,
+        ))
+    rows = [r for r in task_rows if "task" in scopes]
+
+    raw = uses_raw_aggregate(zero_rule, aggregate)
+    sides = []
+    for pk, ests in ((pk_a, est_a), (pk_b, est_b)):
+        pe_rule, po_rule = np.array([e.p_expected for e in ests]), np.array([e.p_observed for e in ests])
+        pe, po = raw_probabilities(pk) if raw else (pe_rule, po_rule)
+        k0 = np.array([t.passed[-1] for t in pk.tasks])
+        theta = aggregate_gamma(pe, po, wmat, "bound" if raw else zero_rule)
+        low, high = mover_aggregate_intervals(pe, po, pk.k, pk.m, pk.mask, k0, pk.m0, wmat, level)
+        var_e, var_o = trial_variances(pk.k, pk.m, pk.mask, k0, pk.m0)
+        sides.append((pe, po, theta, low, high, var_e, var_o))
+    (pe_a, po_a, th_a, lo_a, hi_a, ve_a, vo_a), (pe_b, po_b, th_b, lo_b, hi_b, ve_b, vo_b) = sides
+    for g, name in enumerate(names):
+        scope: Scope = "all" if g == len(names) - 1 else "family"
+        if scope not in scopes:
+            continue
+        w = wmat[:, g]
+        idx = np.flatnonzero(w > 0)
+        base = dict(scope=scope, name=name, n_tasks=int(idx.size), **common)
+        if idx.size == 1:
+            # One task stands for no population: the row is its task row, with no tasks-sampled interval.
+            t = task_rows[idx[0]]
+            rows.append(t.model_copy(update=dict(
+                **base, ci_low=None, ci_high=None, ci_method="too-few-tasks", ci_estimand="tasks: sampled",
+                flags=[*t.flags, "too-few-tasks"])))
+            continue
+        ta = linearized_terms(pe_a, po_a, ve_a, vo_a, w)
+        tb = linearized_terms(pe_b, po_b, ve_b, vo_b, w)
+        ga = float(th_a[g]) if np.isfinite(th_a[g]) else None
+        gb = float(th_b[g]) if np.isfinite(th_b[g]) else None
+        if ta is None or tb is None or ga is None or gb is None:
+            rows.append(DifferenceRow(
+                **base, gamma_a=ga, gamma_b=gb, delta=None, ci_low=None, ci_high=None, trial_ci_low=None,
+                trial_ci_high=None, ci_method="none", trial_ci_method="none", flags=["no-estimate"]))
+            continue
+        delta = ga - gb
+        t_lo, t_hi = _mover_difference(delta, (ga, lo_a[g], hi_a[g]), (gb, lo_b[g], hi_b[g]))
+        lo, hi, _, df, n_multi = cluster_t_from_terms(delta, ta[1] - tb[1], ta[2] + tb[2], w > 0,
+                                                      pk_a.family_index, level)
+        zero = any(est_a[i].zero_rule_applied or est_b[i].zero_rule_applied for i in idx)
+        flags: list[Flag] = ["zero-rule"] if zero else []
+        method = "cluster-t"
+        if n_multi == 0:
+            method, df = "too-few-tasks", None
+            flags.append("too-few-tasks")
+        elif df < FEW_TASKS_DF:
+            flags.append("few-tasks")
+        rows.append(DifferenceRow(
+            **base, gamma_a=ga, gamma_b=gb, delta=delta, ci_low=_none(lo), ci_high=_none(hi),
+            trial_ci_low=t_lo, trial_ci_high=t_hi, ci_method=method, trial_ci_method="mover-effective-jeffreys",
+            df=None if df is None else _none(df), flags=flags))
     return rows

@@ -48,6 +48,7 @@ from hrbench.stats.cluster import (
     cluster_t_intervals,
     var_p_expected,
     jeffreys_log_limits,
+    mover_aggregate_intervals,
     mover_gamma_interval,
     trial_variances,
 )
@@ -288,6 +289,7 @@ def _trial_jackknife_aggregate(
 
 
 AggregateRule = Literal["unbiased", "smoothed"]
+FixedInterval = Literal["mover", "bootstrap"]
 HierarchicalScheme = Literal["cluster_t", "tasks_rescaled", "tasks_then_trials", "tasks_only"]
 _HIER_LABEL = {
     "cluster_t": "cluster-t",
@@ -416,6 +418,7 @@ def residual_table(
     scopes: Sequence[Scope] = ALL_SCOPES,
     hierarchical: HierarchicalScheme = "cluster_t",
     aggregate: AggregateRule = "unbiased",
+    fixed_interval: FixedInterval = "mover",
 ) -> list[ResidualRow]:
     """Γ_H rows for every task, every family and ``all``, with intervals for both estimands.
 
@@ -423,11 +426,13 @@ def residual_table(
         tasks: task units (checkpoint + natural trials of one agent, one condition).
         zero_rule: pre-declared rule for zero / boundary counts (smooths defined logs;
             a raw count of 0 always makes Γ a bound, docs/statistics.md §3).
-        n_boot: bootstrap replicates of the tasks-fixed interval of family/all rows.
+        n_boot: bootstrap replicates of the bootstrap options (``fixed_interval="bootstrap"``,
+            the bootstrap ``hierarchical`` schemes); the defaults draw none.
         seed: seeds everything; equal inputs and seed give equal tables.
         level: nominal coverage of every interval.
         quadrant_thresholds: declared thresholds for the quadrant label.
-        ci_method: ``percentile`` (default) or ``bca`` for the bootstrap intervals.
+        ci_method: ``percentile`` (default) or ``bca`` for the tasks-fixed bootstrap
+            interval (``fixed_interval="bootstrap"``).
         scopes: which rows to produce.
         hierarchical: tasks-sampled interval of family/all rows. ``cluster_t``
             (default): linearized, CR2 stratified variance with Bell–McCaffrey df and
@@ -439,6 +444,10 @@ def residual_table(
             under ``jeffreys``/``haldane`` the raw Π k_i/m_i and passed_n/m_0 (unbiased,
             so their sums are); ``smoothed``: the declared rule's P's. Task rows always
             use the declared rule. Under ``bound``/``exclude`` both are raw.
+        fixed_interval: tasks-fixed interval of family/all rows. ``mover`` (default):
+            MOVER of the effective-count Jeffreys limits of ln Ē and ln Ō
+            (:func:`~hrbench.stats.cluster.mover_aggregate_intervals`); ``bootstrap``: the
+            trial bootstrap (``ci_method`` percentile or BCa), kept for comparison.
     """
     tasks = list(tasks)
     ests = [estimate_task(t, zero_rule, level) for t in tasks]
@@ -482,20 +491,34 @@ def residual_table(
     if not agg_scopes:
         return rows
 
-    ss = np.random.SeedSequence(seed)
-    bank_seed, hier_seed = ss.spawn(2)
-    bank = trial_bank(pk, max(n_boot, T), bank_seed, zero_rule, raw=uses_raw_aggregate(zero_rule, aggregate))
-    agg = aggregate_replicates(tasks, pk, pe0, po0, bank, wmat, kept, n_boot, hier_seed, zero_rule, aggregate,
-                               hierarchical, ci_method == "bca")
-    trial_ci = _interval(agg.trial_reps, agg.theta, agg.accel_tr, level, ci_method)
-    if ci_method == "percentile":
-        trial_ci = trial_ci - median_shift(agg.trial_reps, agg.theta)[:, None]
+    if fixed_interval not in ("mover", "bootstrap"):
+        raise ValueError(f"unknown fixed_interval {fixed_interval!r}; choose 'mover' or 'bootstrap'")
+    raw = uses_raw_aggregate(zero_rule, aggregate)
+    k0 = np.array([t.passed[-1] for t in tasks])
+    if fixed_interval == "bootstrap" or hierarchical != "cluster_t":
+        bank_seed, hier_seed = np.random.SeedSequence(seed).spawn(2)
+        bank = trial_bank(pk, max(n_boot, T), bank_seed, zero_rule, raw=raw)
+        agg = aggregate_replicates(tasks, pk, pe0, po0, bank, wmat, kept, n_boot, hier_seed, zero_rule, aggregate,
+                                   hierarchical, ci_method == "bca")
+        theta, pe_g, po_g = agg.theta, agg.pe, agg.po
+    else:  # the defaults are closed-form: no replicate is drawn
+        agg = None
+        pe_g, po_g = raw_probabilities(pk) if raw else (pe0, po0)
+        theta = aggregate_gamma(pe_g, po_g, wmat, "bound" if raw else zero_rule)
+    if fixed_interval == "mover":
+        trial_ci = np.column_stack(mover_aggregate_intervals(pe_g, po_g, pk.k, pk.m, pk.mask, k0, pk.m0, wmat, level))
+        t_label = "mover-effective-jeffreys"
+    else:
+        trial_ci = _interval(agg.trial_reps, theta, agg.accel_tr, level, ci_method)
+        if ci_method == "percentile":
+            trial_ci = trial_ci - median_shift(agg.trial_reps, theta)[:, None]
+        t_label = f"trial-{ci_method}"
     if hierarchical == "cluster_t":
-        var_e, var_o = trial_variances(pk.k, pk.m, pk.mask, np.array([t.passed[-1] for t in tasks]), pk.m0)
-        ct = cluster_t_intervals(agg.pe, agg.po, var_e, var_o, wmat, pk.family_index, level)
+        var_e, var_o = trial_variances(pk.k, pk.m, pk.mask, k0, pk.m0)
+        ct = cluster_t_intervals(pe_g, po_g, var_e, var_o, wmat, pk.family_index, level)
         hier_ci, hier_df = np.column_stack([ct.low, ct.high]), ct.df
     else:
-        hier_ci = _interval(agg.hier_reps, agg.theta, None, level, "percentile", agg.df)
+        hier_ci = _interval(agg.hier_reps, theta, None, level, "percentile", agg.df)
         hier_df = agg.df if agg.df is not None else np.full(len(names), np.nan)
     # The bootstrap options read percentiles (expanded for the rescaled scheme) whatever ci_method says.
     hier_method = _HIER_LABEL[hierarchical] + ("" if hierarchical == "cluster_t" else "-percentile")
@@ -530,13 +553,13 @@ def residual_table(
             continue
         group_ests = [ests[i] for i in idx]
         w = pk.weights[idx]
-        p_exp = float(np.dot(w, agg.pe[idx]) / w.sum())
-        p_obs = float(np.dot(w, agg.po[idx]) / w.sum())
+        p_exp = float(np.dot(w, pe_g[idx]) / w.sum())
+        p_obs = float(np.dot(w, po_g[idx]) / w.sum())
         flags: list[str] = ["zero-rule"] if base["zero_rule_applied"] else []
         if any("boundary" in values[i].flags for i in idx):
             flags.append("boundary")
-        if np.isfinite(agg.theta[g]):
-            gamma = float(agg.theta[g])
+        if np.isfinite(theta[g]):
+            gamma = float(theta[g])
             t_low, t_high = trial_ci[g]
             h_low, h_high, df = hier_ci[g, 0], hier_ci[g, 1], _f(hier_df[g])
             method = hier_method
@@ -546,7 +569,7 @@ def residual_table(
             elif df is not None and df < FEW_TASKS_DF:
                 flags.append("few-tasks")
             bound = bound_value = None
-            t_method = f"trial-{ci_method}"
+            t_method = t_label
         else:  # every task of the group has a raw zero on one side: a bound for these tasks, nothing more
             if raw_ests is None:
                 raw_ests = [e if zero_rule in ("bound", "exclude") else estimate_task(t, "bound", level)

@@ -42,5 +42,5 @@ def test_table_has_task_family_and_all_rows_with_labels():
     assert rows[0].ci_method == "mover-jeffreys" and rows[0].ci_estimand == "tasks: fixed"
     # Two families of one task each: no between-task information, so no tasks-sampled interval.
     assert rows[-1].ci_method == "too-few-tasks" and rows[-1].ci_low is None and rows[-1].ci_estimand == "tasks: sampled"
-    assert rows[-1].trial_ci_method == "trial-percentile" and rows[-1].trial_ci_low < rows[-1].trial_ci_high
+    assert rows[-1].trial_ci_method == "mover-effective-jeffreys" and rows[-1].trial_ci_low < rows[-1].trial_ci_high
     assert "too-few-tasks" in rows[-1].flags

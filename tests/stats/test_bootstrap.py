@@ -41,11 +41,18 @@ def _tasks(rng, n=6, gamma_factor=0.8):
 
 def test_same_seed_same_table_and_different_seed_differs():
     tasks = _tasks(np.random.default_rng(0))
-    a = residual_table(tasks, n_boot=300, seed=5)
-    b = residual_table(tasks, n_boot=300, seed=5)
-    c = residual_table(tasks, n_boot=300, seed=6)
+    a = residual_table(tasks, n_boot=300, seed=5, fixed_interval="bootstrap")
+    b = residual_table(tasks, n_boot=300, seed=5, fixed_interval="bootstrap")
+    c = residual_table(tasks, n_boot=300, seed=6, fixed_interval="bootstrap")
     assert [r.model_dump() for r in a] == [r.model_dump() for r in b]
     assert a[-1].trial_ci_low != c[-1].trial_ci_low
+
+
+def test_default_table_is_closed_form_and_does_not_depend_on_the_seed():
+    tasks = _tasks(np.random.default_rng(0))
+    a = residual_table(tasks, n_boot=300, seed=5)
+    c = residual_table(tasks, n_boot=50, seed=6)
+    assert [r.model_dump(exclude={"n_boot"}) for r in a] == [r.model_dump(exclude={"n_boot"}) for r in c]
 
 
 def test_hierarchical_interval_is_wider_than_trial_level_with_heterogeneous_tasks():
@@ -77,7 +84,7 @@ def test_stage_term_intervals_bracket_their_point_values():
 
 
 def test_bca_option_runs_and_reports_its_method():
-    rows = residual_table(_tasks(np.random.default_rng(5)), n_boot=500, ci_method="bca")
+    rows = residual_table(_tasks(np.random.default_rng(5)), n_boot=500, ci_method="bca", fixed_interval="bootstrap")
     assert rows[-1].trial_ci_method == "trial-bca" and rows[-1].ci_method == "cluster-t"
     assert all(r.trial_ci_low < r.trial_ci_high for r in rows)
 

@@ -66,7 +66,7 @@ def test_paired_difference_uses_the_residual_table_aggregate():
     diff = paired_difference(a, b, n_boot=300)[-1]
     assert diff.gamma_a == pytest.approx(residual_table(a, n_boot=200)[-1].gamma)
     assert diff.gamma_b == pytest.approx(residual_table(b, n_boot=200)[-1].gamma)
-    assert diff.ci_low < diff.delta < diff.ci_high and diff.ci_method == "hierarchical-percentile"
+    assert diff.ci_low < diff.delta < diff.ci_high and diff.ci_method == "cluster-t"
 
 
 def test_exclude_rule_single_kept_task_gets_a_finite_trial_level_interval():
