@@ -164,8 +164,10 @@ def report(study: Path = typer.Argument(..., help="study YAML file"),
             stores.read_all("resource_accounting"))
     except (StudyError, TaskError, MissingTrials) as exc:
         raise _fail(exc, hint=f"; run `hrbench run {study} --out {out}` first") from exc
-    console.print(f"report: {write_report(run.design, tables, run.stores.report_path, stores)}", markup=False)
-    console.print(f"summary: {write_summary(run.design, tables, run.stores.summary_path)}", markup=False)
+    for path in (write_report(run.design, tables, stores.report_path, stores),
+                 write_summary(run.design, tables, stores.summary_path)):
+        stores.publish(path)
+        console.print(f"{path.stem.replace('.', '')}: {path}", markup=False)
 
 
 @app.command()
