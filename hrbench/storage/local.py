@@ -23,8 +23,12 @@ class LocalStore(Store):
         target = self.local_path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
         scratch = target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        scratch.write_bytes(data)
-        os.replace(scratch, target)  # readers never see a half-written object
+        try:
+            scratch.write_bytes(data)
+            os.replace(scratch, target)  # readers never see a half-written object
+        except BaseException:
+            scratch.unlink(missing_ok=True)
+            raise
         return str(target)
 
     def get(self, key: str) -> bytes:
