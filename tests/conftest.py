@@ -58,8 +58,41 @@ def suite_store(request):
     yield "s3"
 
 
-def read_table(out: Path, asset: str, *partition: str):
-    """A stored table of an output directory, through its store (local or S3, as the suite runs)."""
-    from hrbench.stores import StudyStores
+def stored_keys(out: Path, folder: str) -> list[str]:
+    """Keys under `folder` in an output directory's store (local or S3, as the suite runs)."""
+    from hrbench.storage import store_for
 
-    return StudyStores(out).tables.read(asset, tuple(partition))
+    return store_for(out).list(folder)
+
+
+def stored_table(out: Path, key: str):
+    """A stored parquet table by key (`tables/checkpoint_trials/steady/tiny-chain.parquet`)."""
+    import io
+
+    import pandas as pd
+
+    from hrbench.storage import store_for
+
+    return pd.read_parquet(io.BytesIO(store_for(out).get(key)))
+
+
+def store_table(out: Path, key: str, frame) -> None:
+    """Overwrite a stored table (tests that tamper with results)."""
+    import io
+
+    from hrbench.storage import store_for
+
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    store_for(out).put(key, buffer.getvalue())
+
+
+def copy_output(source: Path, target: Path, ignore=None) -> None:
+    """Copy an output directory and, with an S3 store, its objects (to the target's own prefix)."""
+    from hrbench.storage import LocalStore, store_for
+
+    shutil.copytree(source, target, ignore=ignore)
+    src, dst = store_for(source), store_for(target)
+    if not isinstance(src, LocalStore):
+        for key in src.list(""):
+            dst.put(key, src.get(key))
