@@ -4,6 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 .venv/bin/python -m pytest
+# The same default suite with every store on moto's S3 server on loopback (docs/storage.md): a
+# session fixture starts it, each output directory gets its own prefix.
+HRBENCH_STORE=s3 .venv/bin/python -m pytest
 # Slow suites (marked `slow`): the real-model suite needs a local model server's
 # package (built from source once, ~9 minutes on 2 cores; later runs reuse it).
 ./scripts/real_model.sh >/dev/null
