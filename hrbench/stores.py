@@ -35,6 +35,7 @@ from hrbench.harness.records import TrialRecord
 from hrbench.harness.trajectory import trajectory_relpath
 from hrbench.protocol import StudyError
 from hrbench.storage import Store, TableStore, store_for
+from hrbench.storage.base import check_key
 
 # Documents a study keeps outside its tables and journals; fetched into the working copy to resume.
 DOCUMENTS = ("preregistration.json", "study_source.json")
@@ -102,7 +103,7 @@ class StudyStores:
 
     def fetch(self, key: str) -> Path | None:
         """A stored object as a file of the working copy (downloaded if missing there); None if not stored."""
-        path = self.out_dir / key
+        path = self.out_dir / check_key(key)  # keys come from stored rows too: never outside OUT
         if path.is_file() or not self.remote:
             return path if path.is_file() else None
         try:
@@ -151,8 +152,12 @@ class StudyStores:
         return self.trajectory_dir / trajectory_relpath(trial_key)
 
     def trajectory_file(self, relpath: str) -> Path | None:
-        """A trial row's trajectory as a local file, fetched from the store if needed (None: not stored)."""
-        return self.fetch(Path(relpath).as_posix())
+        """A trial row's trajectory as a local file, fetched from the store if needed (None: not stored,
+        or a path outside the output directory, which no store holds)."""
+        try:
+            return self.fetch(Path(relpath).as_posix())
+        except ValueError:
+            return None
 
     def relative(self, path: Path) -> str:
         """A path as trial rows store it: relative to the output directory when inside it."""
