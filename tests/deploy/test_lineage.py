@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from hrbench.cli import app
 from pipelines.materialize import run_study
 from hrbench.lineage import stored_sha256
+from hrbench.storage import store_for
 from tests.conftest import copy_output, store_table, stored_keys, stored_table
 from tests.deploy.conftest import write_study
 
@@ -55,9 +56,6 @@ def test_verify_names_an_edited_trial_table(copy: Path):
 
 
 def test_verify_catches_a_table_edited_together_with_its_lineage_record(copy: Path):
-    from hrbench.lineage import stored_sha256
-    from hrbench.storage import store_for
-
     key = "tables/checkpoint_trials/steady/tiny-chain.parquet"
     table = stored_table(copy, key)
     table["passed"] = ~table["passed"]  # every outcome flipped
@@ -72,19 +70,19 @@ def test_verify_catches_a_table_edited_together_with_its_lineage_record(copy: Pa
 
 
 def test_verify_names_an_edited_preregistration(copy: Path):
-    path = copy / "preregistration.json"
-    body = json.loads(path.read_text())
+    store = store_for(copy)  # the stored copy (the output directory itself, or the bucket)
+    body = json.loads(store.get("preregistration.json"))
     body["study"]["trials"]["natural"] = 1000
-    path.write_text(json.dumps(body))
+    store.put("preregistration.json", json.dumps(body).encode())
     code, output = _cli("verify", str(copy))
     assert code == 1 and "MISMATCH preregistration.json" in output and "edited after it was frozen" in output
 
 
 def test_verify_names_an_edited_agent_registration(copy: Path):
-    path = copy / "registrations" / "steady.json"
-    body = json.loads(path.read_text())
+    store = store_for(copy)
+    body = json.loads(store.get("registrations/steady.json"))
     body["config"]["sim"]["skill"] = 0.99
-    path.write_text(json.dumps(body))
+    store.put("registrations/steady.json", json.dumps(body).encode())
     code, output = _cli("verify", str(copy))
     assert code == 1 and "MISMATCH registrations/steady.json" in output
 
