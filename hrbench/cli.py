@@ -23,6 +23,7 @@ from rich.text import Text
 from hrbench.envs.registry import BackendOptions, make_backend
 from hrbench.harness.journal import JournalError, check_journal_tree
 from hrbench.locking import OutDirBusy, OutDirLock
+from hrbench.storage import StorageError
 from hrbench.protocol import DEMO_STUDY, BUILTIN_REGISTRY, StudyError, load_study
 from hrbench.tasks.audit import audit_task
 from hrbench.tasks.loader import load_paths, load_registry, load_task
@@ -68,7 +69,7 @@ def _run(study: Path, out: Path) -> None:
         try:
             # progress bars only on a terminal: in a redirected log they are thousands of lines
             run = run_study(study, out, console=err, progress=sys.stderr.isatty())
-        except (StudyFailed, StudyError, TaskError) as exc:
+        except (StudyFailed, StudyError, TaskError, StorageError) as exc:
             raise _fail(exc) from exc
     finally:
         lock.release()
@@ -162,10 +163,12 @@ def report(study: Path = typer.Argument(..., help="study YAML file"),
             pd.concat([stores.read_all(stores.table_name("horizon_residuals", c)) for c in run.study.condition_names]),
             stores.read_all("intervention_contrasts"), stores.read_all("sensitivity_sweep"),
             stores.read_all("resource_accounting"))
-    except (StudyError, TaskError, MissingTrials) as exc:
+    except (StudyError, TaskError, MissingTrials, StorageError) as exc:
         raise _fail(exc, hint=f"; run `hrbench run {study} --out {out}` first") from exc
-    console.print(f"report: {write_report(run.design, tables, run.stores.report_path, stores)}", markup=False)
-    console.print(f"summary: {write_summary(run.design, tables, run.stores.summary_path)}", markup=False)
+    for path in (write_report(run.design, tables, stores.report_path, stores),
+                 write_summary(run.design, tables, stores.summary_path)):
+        stores.publish(path)
+        console.print(f"{path.stem.replace('.', '')}: {path}", markup=False)
 
 
 @app.command()
@@ -383,8 +386,9 @@ def lineage(out: Path = typer.Argument(..., help="output directory of a study ru
     """For each residual row: the chain back to its trials, agent registration, task hashes, code version and
     pre-registration, with the times that show P_expected was fixed before natural rollouts."""
     from hrbench.lineage import lineage_lines
+    from hrbench.storage import store_for
 
-    if not (out / "preregistration.json").is_file():
+    if not store_for(out).exists("preregistration.json"):
         raise _fail(f"{out} has no preregistration.json: run a study into it first")
     for line in lineage_lines(out):
         console.print(line, markup=False, highlight=False, soft_wrap=True)

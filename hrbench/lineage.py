@@ -10,6 +10,7 @@ its sha256, rows, run id, time written and the sha256 of the tables it was compu
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from collections import defaultdict
 from datetime import datetime, timezone
@@ -20,6 +21,7 @@ from pydantic import BaseModel
 
 from hrbench.preregistration import AgentRegistration, Preregistration
 from hrbench.protocol import sha256_json
+from hrbench.storage import Store, TableStore, store_for
 
 TRIAL_ASSETS = ("checkpoint_trials", "natural_trials")
 # Each condition's branch lives under its condition: `tables/<condition>/<asset>/…`, asset key `<condition>/<asset>`.
@@ -42,35 +44,45 @@ class TableRecord(BaseModel):
     inputs: dict[str, str]  # upstream asset -> sha256 over the records of the tables read
 
 
-def record_path(out_dir: Path, asset: str, partition: tuple[str, ...]) -> Path:
-    base = Path(out_dir) / "lineage"
+def record_key(asset: str, partition: tuple[str, ...]) -> str:
+    """Where a table's lineage record lives in the store."""
     if not partition:
-        return base / f"{asset}.json"
-    return base.joinpath(asset, *partition[:-1], f"{partition[-1]}.json")
+        return f"lineage/{asset}.json"
+    return "/".join(("lineage", asset, *partition[:-1], f"{partition[-1]}.json"))
 
 
-def write_record(out_dir: Path, asset: str, partition: tuple[str, ...], table_path: Path, frame: pd.DataFrame,
+def _store(where: Store | Path | str) -> Store:
+    return where if isinstance(where, Store) else store_for(where)
+
+
+def write_record(where: Store | Path, asset: str, partition: tuple[str, ...], sha256: str, frame: pd.DataFrame,
                  run_id: str, code_version: str, inputs: dict[str, str]) -> TableRecord:
-    """Record a table just written (atomically, like the table)."""
-    out_dir = Path(out_dir)
+    """Record a table just written (atomically, like the table); `sha256` is of the table's stored bytes."""
     record = TableRecord(
-        asset=asset, partition=list(partition), path=str(Path(table_path).resolve().relative_to(out_dir.resolve())),
-        sha256=file_sha256(table_path), rows=len(frame), run_id=run_id,
+        asset=asset, partition=list(partition), path=TableStore.key(asset, partition),
+        sha256=sha256, rows=len(frame), run_id=run_id,
         written_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"), code_version=code_version,
         prereg_sha256=_distinct(frame, "prereg_sha256"), agent_sha256=_distinct(frame, "agent_sha256"),
         inputs=inputs,
     )
-    target = record_path(out_dir, asset, partition)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = target.with_suffix(".tmp")
-    scratch.write_text(record.model_dump_json(indent=2) + "\n")
-    scratch.replace(target)
+    _store(where).put(record_key(asset, partition), (record.model_dump_json(indent=2) + "\n").encode())
     return record
 
 
-def read_record(out_dir: Path, asset: str, partition: tuple[str, ...]) -> TableRecord | None:
-    path = record_path(out_dir, asset, partition)
-    return TableRecord.model_validate_json(path.read_text()) if path.is_file() else None
+def read_record(where: Store | Path, asset: str, partition: tuple[str, ...]) -> TableRecord | None:
+    """A table's lineage record (None if there is none); `where` is a store or a (local-store) output directory."""
+    try:
+        return TableRecord.model_validate_json(_store(where).get(record_key(asset, partition)))
+    except FileNotFoundError:
+        return None
+
+
+def stored_sha256(where: Store | Path, key: str) -> str | None:
+    """The sha256 of a stored object's bytes (None if it is not stored)."""
+    try:
+        return hashlib.sha256(_store(where).get(key)).hexdigest()
+    except FileNotFoundError:
+        return None
 
 
 def inputs_digest(records: list[TableRecord]) -> str:
@@ -98,62 +110,64 @@ class Problem(BaseModel):
     problem: str
 
 
-def verify(out_dir: Path) -> tuple[list[Problem], dict[str, int]]:
-    """Re-hash everything under OUT; return the problems (file and what is wrong) and what was checked."""
-    out_dir = Path(out_dir)
+def verify(out_dir: Path, store: Store | None = None) -> tuple[list[Problem], dict[str, int]]:
+    """Re-hash everything in the study's store (default: as configured for OUT); return the problems
+    (object and what is wrong) and what was checked."""
+    store = store or store_for(out_dir)
     problems: list[Problem] = []
     checked: dict[str, int] = defaultdict(int)
 
-    def bad(path: Path, text: str) -> None:
-        problems.append(Problem(path=_rel(out_dir, path), problem=text))
+    def bad(key: str, text: str) -> None:
+        problems.append(Problem(path=key, problem=text))
 
-    prereg_path = out_dir / "preregistration.json"
-    if not prereg_path.is_file():
+    try:
+        prereg_text = store.get("preregistration.json")
+    except FileNotFoundError:
         return [Problem(path="preregistration.json", problem="missing: not an hrbench output directory, or the "
                         "study never got past its pre-registration")], dict(checked)
     try:
-        prereg = Preregistration.model_validate_json(prereg_path.read_text())
+        prereg = Preregistration.model_validate_json(prereg_text)
     except ValueError as exc:
         return [Problem(path="preregistration.json", problem=f"unreadable: {str(exc).splitlines()[0]}")], dict(checked)
     checked["pre-registration"] += 1
     if sha256_json(prereg.body()) != prereg.prereg_sha256:
-        bad(prereg_path, f"content does not hash to its prereg_sha256 {prereg.prereg_sha256[:12]}: edited after "
-                         "it was frozen")
+        bad("preregistration.json", f"content does not hash to its prereg_sha256 {prereg.prereg_sha256[:12]}: "
+                                    "edited after it was frozen")
 
     registrations: dict[str, AgentRegistration] = {}
-    for path in sorted((out_dir / "registrations").glob("*.json")):
+    for key in (k for k in store.list("registrations") if k.count("/") == 1 and k.endswith(".json")):
         checked["agent registrations"] += 1
+        stem = key.split("/")[-1].removesuffix(".json")
         try:
-            reg = AgentRegistration.model_validate_json(path.read_text())
+            reg = AgentRegistration.model_validate_json(store.get(key))
         except ValueError as exc:
-            bad(path, f"unreadable: {str(exc).splitlines()[0]}")
+            bad(key, f"unreadable: {str(exc).splitlines()[0]}")
             continue
         if sha256_json(reg.body()) != reg.agent_sha256:
-            bad(path, f"content does not hash to its agent_sha256 {reg.agent_sha256[:12]}: edited after registration")
+            bad(key, f"content does not hash to its agent_sha256 {reg.agent_sha256[:12]}: edited after registration")
         if reg.prereg_sha256 != prereg.prereg_sha256:
-            bad(path, f"registered under pre-registration {reg.prereg_sha256[:12]}, not this directory's "
-                      f"{prereg.prereg_sha256[:12]}")
-        if path.stem != reg.agent:
-            bad(path, f"holds agent {reg.agent!r}, not {path.stem!r}")
+            bad(key, f"registered under pre-registration {reg.prereg_sha256[:12]}, not this directory's "
+                     f"{prereg.prereg_sha256[:12]}")
+        if stem != reg.agent:
+            bad(key, f"holds agent {reg.agent!r}, not {stem!r}")
         registrations[reg.agent] = reg
 
-    tables_dir = out_dir / "tables"
-    tables = sorted(tables_dir.rglob("*.parquet")) if tables_dir.is_dir() else []
-    for table in tables:
+    for table in (k for k in store.list("tables") if k.endswith(".parquet")):
         checked["tables"] += 1
-        parts = table.relative_to(tables_dir).with_suffix("").parts
+        parts = tuple(table.removeprefix("tables/").removesuffix(".parquet").split("/"))
         split = 2 if len(parts) > 2 and parts[1] in CONDITION_ASSETS else 1
         asset, partition = "/".join(parts[:split]), tuple(parts[split:])
-        record = read_record(out_dir, asset, partition)
+        record = read_record(store, asset, partition)
         if record is None:
-            bad(table, f"no lineage record ({_rel(out_dir, record_path(out_dir, asset, partition))}): not written "
+            bad(table, f"no lineage record ({record_key(asset, partition)}): not written "
                        "by hrbench, or its record was deleted")
             continue
-        if file_sha256(table) != record.sha256:
+        data = store.get(table)
+        if hashlib.sha256(data).hexdigest() != record.sha256:
             bad(table, f"sha256 differs from its lineage record (written by run {record.run_id} at "
                        f"{record.written_at}): the table was changed after it was written")
             continue
-        frame = pd.read_parquet(table)
+        frame = pd.read_parquet(io.BytesIO(data))
         if set(record.prereg_sha256) - {prereg.prereg_sha256} or ("prereg_sha256" in frame and
                                                                   set(frame["prereg_sha256"]) - {prereg.prereg_sha256}):
             bad(table, "rows carry a prereg_sha256 that is not this directory's pre-registration")
@@ -166,11 +180,18 @@ def verify(out_dir: Path) -> tuple[list[Problem], dict[str, int]]:
                     bad(table, f"rows of agent {agent!r} carry an agent_sha256 that is not its registration's "
                                f"{reg.agent_sha256[:12]}")
         if asset.split("/")[-1] in TRIAL_ASSETS:
-            checked["trial rows matched to the journal"] += _verify_against_journal(out_dir, table, frame, bad)
+            checked["trial rows matched to the journal"] += _verify_against_journal(store, table, frame, bad)
     return problems, dict(checked)
 
 
-def _verify_against_journal(out_dir: Path, table: Path, frame: pd.DataFrame, bad) -> int:
+def _journal_lines(store: Store, key: str) -> list[bytes]:
+    """A journal's lines: the JSON-lines file, or (in an object store) its one-object-per-trial folder."""
+    if key.endswith(".jsonl"):
+        return store.get(key).splitlines()
+    return [store.get(k) for k in store.list(key) if k.endswith(".json")]
+
+
+def _verify_against_journal(store: Store, table: str, frame: pd.DataFrame, bad) -> int:
     """Every trial row equals the journal line of the same trial (the journal is written as trials finish)."""
     if not len(frame):
         return 0
@@ -179,14 +200,20 @@ def _verify_against_journal(out_dir: Path, table: Path, frame: pd.DataFrame, bad
     # natural rollouts are journaled per condition (journal/<prereg>/natural/<condition>/<agent>/<task>.jsonl)
     where = {f"{kind}/{c}" if kind == "natural" else kind
              for c in (frame["condition"] if "condition" in frame else [None])}
-    for agent, task in {(str(a), str(t)) for a, t in zip(frame["agent"], frame["task"])}:
-        for path in (p for w in where for p in (out_dir / "journal").glob(f"*/{w}/{agent}/{task}.jsonl")):
-            for line in path.read_text(errors="replace").splitlines():
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue
-                journal.setdefault(row.get("trial_key"), row)
+    wanted = {f"{w}/{agent}/{task}" for w in where
+              for agent, task in {(str(a), str(t)) for a, t in zip(frame["agent"], frame["task"])}}
+    journals = sorted({k.split(".jsonl")[0] + (".jsonl" if k.endswith(".jsonl") else ".jsonl.d")
+                       for k in store.list("journal") if ".jsonl" in k and "/attempts/" not in k
+                       and ".attempts.d/" not in k})
+    for key in journals:
+        if key.split("/", 2)[-1].split(".jsonl")[0] not in wanted:
+            continue
+        for line in _journal_lines(store, key):
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            journal.setdefault(row.get("trial_key"), row)
     compared = 0
     for row in frame.to_dict("records"):
         logged = journal.get(row["trial_key"])
@@ -204,20 +231,13 @@ def _verify_against_journal(out_dir: Path, table: Path, frame: pd.DataFrame, bad
     return compared
 
 
-def _rel(out_dir: Path, path: Path) -> str:
-    try:
-        return str(Path(path).relative_to(out_dir))
-    except ValueError:
-        return str(path)
-
-
 # -- lineage ------------------------------------------------------------------------------------
 
 
-def lineage_lines(out_dir: Path) -> list[str]:
+def lineage_lines(out_dir: Path, store: Store | None = None) -> list[str]:
     """For each residual row: the chain back to its trials, agent registration, tasks, code and protocol."""
-    out_dir = Path(out_dir)
-    prereg = Preregistration.model_validate_json((out_dir / "preregistration.json").read_text())
+    store = store or store_for(out_dir)
+    prereg = Preregistration.model_validate_json(store.get("preregistration.json"))
     lines = [
         f"pre-registration {prereg.prereg_sha256}  frozen {prereg.frozen_at}  (preregistration.json)",
         f"  code {prereg.code.label}  commit {prereg.code.git_commit or '—'}  dirty {prereg.code.dirty}  "
@@ -225,20 +245,22 @@ def lineage_lines(out_dir: Path) -> list[str]:
         f"  sandbox {prereg.sandbox.get('bwrap')}  budget {json.dumps(prereg.sandbox.get('budget'), sort_keys=True)}",
         "  tasks " + ", ".join(f"{t.name}={t.content_sha256[:12]}" for t in prereg.tasks),
     ]
-    tables_dir = out_dir / "tables"
-    residual_tables = sorted(tables_dir.glob("*/horizon_residuals/*.parquet")) if tables_dir.is_dir() else []
+    residual_tables = [k for k in store.list("tables") if k.count("/") == 3 and k.split("/")[2] == "horizon_residuals"
+                       and k.endswith(".parquet")]
     for table in residual_tables:
-        agent, condition = table.stem, table.parent.parent.name
-        residuals = pd.read_parquet(table)
-        record = read_record(out_dir, f"{condition}/horizon_residuals", (agent,))
-        reg_path = out_dir / "registrations" / f"{agent}.json"
-        reg = AgentRegistration.model_validate_json(reg_path.read_text()) if reg_path.is_file() else None
+        agent, condition = table.split("/")[3].removesuffix(".parquet"), table.split("/")[1]
+        residuals = pd.read_parquet(io.BytesIO(store.get(table)))
+        record = read_record(store, f"{condition}/horizon_residuals", (agent,))
+        try:
+            reg = AgentRegistration.model_validate_json(store.get(f"registrations/{agent}.json"))
+        except FileNotFoundError:
+            reg = None
         lines.append("")
         lines.append(f"agent {agent}  registration {reg.agent_sha256[:12] if reg else 'MISSING'}  registered "
                      f"{reg.registered_at if reg else '—'}  (registrations/{agent}.json)  condition {condition}")
-        expected = read_record(out_dir, f"{condition}/expected_success", (agent,))
-        natural = [read_record(out_dir, f"{condition}/natural_trials", (agent, t.name)) for t in prereg.tasks]
-        checkpoint = [read_record(out_dir, "checkpoint_trials", (agent, t.name)) for t in prereg.tasks]
+        expected = read_record(store, f"{condition}/expected_success", (agent,))
+        natural = [read_record(store, f"{condition}/natural_trials", (agent, t.name)) for t in prereg.tasks]
+        checkpoint = [read_record(store, "checkpoint_trials", (agent, t.name)) for t in prereg.tasks]
         first_natural = min((r.written_at for r in natural if r), default=None)
         order = "expected before observed" if expected and first_natural and expected.written_at < first_natural \
             else "ORDER NOT SHOWN (expected_success must precede natural_trials)"
@@ -254,8 +276,8 @@ def lineage_lines(out_dir: Path) -> list[str]:
         for row in residuals.itertuples():
             gamma = "—" if pd.isna(row.gamma) else f"{row.gamma:.3f}"
             if row.scope == "task":
-                ck = read_record(out_dir, "checkpoint_trials", (agent, row.name))
-                nat = read_record(out_dir, f"{condition}/natural_trials", (agent, row.name))
+                ck = read_record(store, "checkpoint_trials", (agent, row.name))
+                nat = read_record(store, f"{condition}/natural_trials", (agent, row.name))
                 content = next((t.content_sha256[:12] for t in prereg.tasks if t.name == row.name), "—")
                 lines.append(f"    {row.condition} task:{row.name}  Γ={gamma}  <- {_table(ck)} + {_table(nat)}  "
                              f"task content {content}")

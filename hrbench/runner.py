@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from hrbench.agents.base import Message
 from hrbench.agents.factory import make_agent
@@ -157,5 +156,5 @@ class TrialRunner:
         natural rollouts a prediction is compared with)."""
         rows = sorted((r for r in self._journal("prefix", spec.agent, spec.task).load().values()
                        if r.trajectory_path), key=lambda r: r.trial_key)
-        paths = [self.stores.out_dir / Path(r.trajectory_path) for r in rows if r.stages_passed >= stage_index]
-        return load_matched_prefix(paths, stage_index, spec.trial_index)
+        paths = [self.stores.trajectory_file(r.trajectory_path) for r in rows if r.stages_passed >= stage_index]
+        return load_matched_prefix([p for p in paths if p is not None], stage_index, spec.trial_index)

@@ -11,15 +11,18 @@ from pathlib import Path
 from hrbench.design import StudyDesign
 from hrbench.protocol import Study
 from hrbench.runner import TrialRunner
+from hrbench.storage import Store
 from hrbench.stores import StudyStores
 
 
 class StudyRun:
-    """A study design, the stores of `out_dir`, and a runner over the backend named `backend`."""
+    """A study design, the stores of `out_dir` (in `store`; default: as the environment configures it),
+    and a runner over the backend named `backend`."""
 
-    def __init__(self, design: StudyDesign, out_dir: str | Path, progress: bool = True, backend: str = "local"):
+    def __init__(self, design: StudyDesign, out_dir: str | Path, progress: bool = True, backend: str = "local",
+                 store: Store | None = None):
         self.design = design
-        self.stores = StudyStores(out_dir)
+        self.stores = StudyStores(out_dir, store)
         self.runner = TrialRunner(design, self.stores, backend, progress)
 
     @classmethod
@@ -40,7 +43,9 @@ class StudyRun:
         return self.stores.out_dir
 
     def check_out_dir(self) -> None:
-        """Raise StudyError if the output directory already holds another study version."""
+        """Raise StudyError if the output directory already holds another study version (fetching the
+        study's documents from the store first, so a resume from the store alone finds them)."""
+        self.stores.hydrate()
         self.stores.check_version(self.prereg_sha256)
 
     def write_preregistration(self) -> Path:
@@ -52,4 +57,5 @@ class StudyRun:
         self.check_out_dir()
         path = self.stores.preregistration_path
         self.design.preregistration.write(path)
+        self.stores.publish(path)
         return path

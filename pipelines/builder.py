@@ -18,6 +18,7 @@ from pipelines.defs.study.checks import build_study_checks
 from pipelines.defs.study.jobs import build_jobs, steps_for
 from pipelines.defs.study.partitions import agent_task_partitions
 from pipelines.defs.study.schedules import build_automation_sensor, build_schedules
+from resources.storage import storage_from_env
 from resources.study import StudyResource, TableIOManager
 
 
@@ -29,6 +30,7 @@ def build_definitions(study_path: str | Path, out_dir: str | Path, progress: boo
     conditions = loaded.study.condition_names
     jobs = build_jobs(loaded.study.name, steps_for(loaded.study))
     out = Path(out_dir).resolve()
+    storage = storage_from_env()  # local disk unless HRBENCH_STORE=s3 (docs/storage.md)
     return Definitions(
         assets=build_study_assets(agent_task, conditions, loaded.study.needs_prefix_rollouts,
                                   depth=loaded.study.depth is not None),
@@ -37,7 +39,8 @@ def build_definitions(study_path: str | Path, out_dir: str | Path, progress: boo
         schedules=build_schedules(jobs[0]),
         sensors=[build_agent_sensor(study_path, out, task_names, jobs), build_automation_sensor()],
         resources={
-            "study": StudyResource(study_path=str(Path(study_path).resolve()), out_dir=str(out), progress=progress),
-            "io_manager": TableIOManager(root=str(out)),
+            "study": StudyResource(study_path=str(Path(study_path).resolve()), out_dir=str(out), progress=progress,
+                                   storage=storage),
+            "io_manager": TableIOManager(root=str(out), storage=storage),
         },
     )

@@ -77,7 +77,7 @@ def run_study(study_path: str | Path, out_dir: str | Path, console: Console | No
         registration = run.design.registration(spec.id)
         check_registration(out, registration)
         registered[spec.id] = registration.agent_sha256
-    record_study_source(out, run.design.loaded.source, run.study)
+    run.stores.publish(record_study_source(out, run.design.loaded.source, run.study))
     instance = instance or instance_for(out)
     agents = [a.id for a in run.study.agents]
     known = set(instance.get_dynamic_partitions(AGENTS.name))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Optional
 from pathlib import Path
 
 import pandas as pd
@@ -12,8 +13,9 @@ from hrbench.lineage import inputs_digest, read_record, write_record
 from hrbench.preregistration import code_version
 from hrbench.protocol import load_study, sha256_json
 from hrbench.design import StudyDesign
-from hrbench.storage import LocalTableStore, TableStore
+from hrbench.storage import TableStore
 from hrbench.study_run import StudyRun
+from resources.storage import StorageResource, storage_from_env
 
 
 class StudyResource(ConfigurableResource):
@@ -22,14 +24,17 @@ class StudyResource(ConfigurableResource):
     study_path: str
     out_dir: str
     progress: bool = True
+    storage: Optional[StorageResource] = None  # None: as the environment configures it (storage_from_env)
 
     def run(self) -> StudyRun:
         """The study as its file says now (a sensor may have added an agent since the code loaded)."""
         loaded = load_study(self.study_path)
-        key = (self.study_path, self.out_dir, self.progress, sha256_json(loaded.study.model_dump(mode="json")))
+        store = (self.storage or storage_from_env()).open(self.out_dir)
+        key = (self.study_path, self.out_dir, self.progress, store.location,
+               sha256_json(loaded.study.model_dump(mode="json")))
         with _LOCK:
             if key not in _RUNS:  # one StudyRun per study content: tasks, hashes and snapshots computed once
-                _RUNS[key] = StudyRun(StudyDesign(loaded), self.out_dir, self.progress)
+                _RUNS[key] = StudyRun(StudyDesign(loaded), self.out_dir, self.progress, store=store)
             return _RUNS[key]
 
 
@@ -54,15 +59,17 @@ def _table(context: InputContext | OutputContext) -> str:
 
 
 class TableIOManager(ConfigurableIOManager):
-    """Parquet tables through a pluggable `TableStore` (a local directory by default), each with a lineage record.
+    """Parquet tables in the configured store (`storage`: the output directory by default), each with a
+    lineage record beside it.
 
     A run over many partitions (a single-run backfill) hands over a dict partition key -> table.
     """
 
     root: str
+    storage: Optional[StorageResource] = None  # None: as the environment configures it (storage_from_env)
 
     def store(self) -> TableStore:
-        return LocalTableStore(self.root)
+        return TableStore((self.storage or storage_from_env()).open(self.root))
 
     def handle_output(self, context: OutputContext, obj: pd.DataFrame | dict[str, pd.DataFrame]) -> None:
         asset = _table(context)
@@ -71,10 +78,10 @@ class TableIOManager(ConfigurableIOManager):
         else:
             tables = {_partition(context.partition_key if context.has_asset_partitions else None): obj}
         inputs = _READ.pop((context.run_id, context.op_def.name), {})
-        records = []
+        records, store = [], self.store()
         for partition, frame in sorted(tables.items()):
-            address = self.store().write(asset, partition, frame)
-            records.append(write_record(Path(self.root), asset, partition, Path(address), frame, context.run_id,
+            address, sha256 = store.write_bytes(asset, partition, frame)
+            records.append(write_record(store.store, asset, partition, sha256, frame, context.run_id,
                                         code_version().label, inputs))
         paths = [r.path for r in records]
         context.add_output_metadata({
@@ -87,12 +94,12 @@ class TableIOManager(ConfigurableIOManager):
 
     def load_input(self, context: InputContext) -> pd.DataFrame:
         asset = _table(context)
-        root = Path(self.root)
+        store = self.store()
         keys = [_partition(k) for k in context.asset_partition_keys] if context.has_asset_partitions else [()]
-        present = [k for k in keys if self.store().exists(asset, k)]
+        present = [k for k in keys if store.exists(asset, k)]
         if not present:
             raise FileNotFoundError(f"no materialized partitions of {asset} among {[ '/'.join(k) for k in keys][:5]}; "
                                     "materialize them first")
-        records = [r for r in (read_record(root, asset, k) for k in present) if r is not None]
+        records = [r for r in (read_record(store.store, asset, k) for k in present) if r is not None]
         _READ.setdefault((context.step_context.run_id, context.op_def.name), {})[asset] = inputs_digest(records)
-        return pd.concat([self.store().read(asset, k) for k in present], ignore_index=True)
+        return pd.concat([store.read(asset, k) for k in present], ignore_index=True)

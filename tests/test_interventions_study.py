@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
+from tests.conftest import stored_keys, stored_table
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,8 +32,8 @@ def test_interventions_study_recovers_the_known_residuals_and_what_moves_them(tm
     print(f"interventions study wall time: {elapsed:.0f} s")  # measured, not asserted: see benchmarks/
 
     prereg = json.loads((out / "preregistration.json").read_text())["prereg_sha256"]
-    for table in (out / "tables").rglob("*.parquet"):
-        assert set(pd.read_parquet(table)["prereg_sha256"]) == {prereg}, table
+    for table in stored_keys(out, "tables"):
+        assert set(stored_table(out, table)["prereg_sha256"]) == {prereg}, table
     summary = json.loads((out / "summary.json").read_text())
     assert summary["prereg_sha256"] == prereg and (out / "report.html").is_file()
     overall = {(r["agent"], r["condition"]): r for r in summary["residuals"] if r["scope"] == "all"}

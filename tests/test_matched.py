@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import yaml
 from dagster import AssetKey, AssetSelection, DagsterInstance, MultiPartitionKey, materialize
@@ -16,7 +15,7 @@ from hrbench.harness.trajectory import read_trajectory
 from pipelines.builder import build_definitions
 from pipelines.materialize import QUIET, run_study
 from pipelines.defs.study.partitions import AGENTS
-from tests.conftest import FIXTURES, TINY_STUDY
+from tests.conftest import FIXTURES, TINY_STUDY, stored_table
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +34,9 @@ def test_a_matched_study_runs_end_to_end(matched_study: Path, tmp_path: Path):
     run_study(matched_study, out, instance=DagsterInstance.ephemeral(), progress=False)
     summary = json.loads((out / "summary.json").read_text())
     assert {r["agent"] for r in summary["residuals"] if r["scope"] == "all"} == {"steady", "rotting"}
-    prefixes = pd.read_parquet(out / "tables" / "prefix_rollouts" / "steady" / "tiny-chain.parquet")
-    checkpoints = pd.read_parquet(out / "tables" / "checkpoint_trials" / "steady" / "tiny-chain.parquet")
-    natural = pd.read_parquet(out / "tables" / "baseline" / "natural_trials" / "steady" / "tiny-chain.parquet")
+    prefixes = stored_table(out, "tables/prefix_rollouts/steady/tiny-chain.parquet")
+    checkpoints = stored_table(out, "tables/checkpoint_trials/steady/tiny-chain.parquet")
+    natural = stored_table(out, "tables/baseline/natural_trials/steady/tiny-chain.parquet")
     assert len(prefixes) == 4 and (checkpoints["exit_reason"] != "harness_error").all()
     # The rollouts a prediction is compared with are not the ones its transcripts came from.
     assert not set(prefixes["trial_key"]) & set(natural["trial_key"])

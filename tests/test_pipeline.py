@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import yaml
 from dagster import AssetKey, AssetSelection, DagsterInstance, MultiPartitionKey, materialize
@@ -18,7 +17,7 @@ from dagster import AssetKey, AssetSelection, DagsterInstance, MultiPartitionKey
 from pipelines.builder import build_definitions
 from pipelines.materialize import QUIET, run_study
 from pipelines.defs.study.partitions import AGENTS
-from tests.conftest import TINY_STUDY, FIXTURES
+from tests.conftest import FIXTURES, TINY_STUDY, stored_keys, stored_table
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,17 +31,16 @@ def finished_study(tmp_path_factory) -> Path:
 
 def test_every_table_carries_the_preregistered_hash(finished_study: Path):
     prereg = json.loads((finished_study / "preregistration.json").read_text())["prereg_sha256"]
-    tables = list((finished_study / "tables").rglob("*.parquet"))
-    names = {p.relative_to(finished_study / "tables").parts[0].removesuffix(".parquet") for p in tables}
+    tables = [k for k in stored_keys(finished_study, "tables") if k.endswith(".parquet")]
+    names = {k.split("/")[1].removesuffix(".parquet") for k in tables}
     assert names == {"task_catalog", "verifier_audit", "preregistration", "agent_registration", "checkpoint_trials",
                      "baseline", "sensitivity_sweep", "resource_accounting"}  # the baseline alone: its branch, no contrasts
-    branch = {p.relative_to(finished_study / "tables" / "baseline").parts[0] for p in tables
-              if p.is_relative_to(finished_study / "tables" / "baseline")}
+    branch = {k.split("/")[2] for k in tables if k.startswith("tables/baseline/")}
     assert branch == {"stage_estimates", "expected_success", "natural_trials", "observed_success", "horizon_residuals"}
     registered = {p.stem: json.loads(p.read_text())["agent_sha256"] for p in (finished_study / "registrations").glob("*.json")}
     assert set(registered) == {"steady", "rotting"}
     for path in tables:
-        frame = pd.read_parquet(path)
+        frame = stored_table(finished_study, path)
         assert set(frame["prereg_sha256"]) == {prereg}, path
         if "agent" in frame:  # per-agent tables also carry the agent's registration
             assert {registered[a] for a in frame["agent"]} == set(frame["agent_sha256"]), path
@@ -72,8 +70,8 @@ def test_summary_has_the_documented_rows_and_truth(finished_study: Path):
 
 def test_trial_tables_hold_exactly_the_preregistered_trials(finished_study: Path):
     study = yaml.safe_load(TINY_STUDY.read_text())
-    ck = pd.read_parquet(finished_study / "tables" / "checkpoint_trials" / "rotting" / "tiny-chain.parquet")
-    nat = pd.read_parquet(finished_study / "tables" / "baseline" / "natural_trials" / "rotting" / "tiny-chain.parquet")
+    ck = stored_table(finished_study, "tables/checkpoint_trials/rotting/tiny-chain.parquet")
+    nat = stored_table(finished_study, "tables/baseline/natural_trials/rotting/tiny-chain.parquet")
     assert len(ck) == 3 * study["trials"]["checkpoint"] and ck["trial_key"].is_unique
     assert len(nat) == study["trials"]["natural"] and nat["trial_key"].is_unique
     assert set(nat["exit_reason"]) <= {"passed", "failed"}
@@ -143,8 +141,8 @@ def test_killed_study_resumes_without_duplicate_or_missing_trials(tmp_path: Path
     finished = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert finished.returncode == 0, finished.stderr[-2000:]
     for agent in ("steady", "rotting"):
-        ck = pd.read_parquet(out / "tables" / "checkpoint_trials" / agent / "tiny-chain.parquet")
-        nat = pd.read_parquet(out / "tables" / "baseline" / "natural_trials" / agent / "tiny-chain.parquet")
+        ck = stored_table(out, f"tables/checkpoint_trials/{agent}/tiny-chain.parquet")
+        nat = stored_table(out, f"tables/baseline/natural_trials/{agent}/tiny-chain.parquet")
         assert len(ck) == 90 and ck["trial_key"].is_unique
         assert sorted(ck.groupby("stage")["trial_index"].apply(sorted).iloc[0]) == list(range(30))
         assert len(nat) == 30 and nat["trial_key"].is_unique

@@ -26,7 +26,7 @@ from hrbench.protocol import Budget, CheckpointProtocol
 from hrbench.tasks.loader import load_task
 from tests.agents.helpers import SOLVE, spec
 from tests.agents.scripted_server import ScriptedServer, reply
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, stored_keys, stored_table
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = {"1": "make", "2": "double", "3": "report"}
@@ -38,8 +38,13 @@ def _hrbench(*args: str, **kwargs) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, **kwargs)
 
 
+def _partitions(out: Path, table: str) -> list[tuple[str, str]]:
+    return [tuple(k.split("/")[-2:]) for k in stored_keys(out, f"tables/{table}")]
+
+
 def _trial_tables(out: Path) -> pd.DataFrame:
-    return pd.concat([pd.read_parquet(out / "tables" / t) for t in ("checkpoint_trials", "baseline/natural_trials")])
+    return pd.concat([stored_table(out, f"tables/{t}/{a}/{k}") for t in ("checkpoint_trials", "baseline/natural_trials")
+                      for a, k in _partitions(out, t)])
 
 
 def _journal_keys(out: Path) -> list[str]:
@@ -149,7 +154,7 @@ def test_trials_that_ended_in_harness_error_are_retried_by_the_next_run(tmp_path
         assert (trials["exit_reason"] != "harness_error").all()
         retried = {a["trial_key"] for a in attempts}
         assert retried <= set(trials["trial_key"])  # the failed trials ran again and now have results
-        estimates = pd.read_parquet(out / "tables" / "baseline" / "stage_estimates" / "flaky.parquet")
+        estimates = stored_table(out, "tables/baseline/stage_estimates/flaky.parquet")
         assert (estimates["m"] == 2).all()  # every declared trial is in the estimate, none missing
     finally:
         server.close()

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Protocol
 
 from pydantic import ValidationError
 from tqdm import tqdm
@@ -33,17 +34,33 @@ class JournalWarning(UserWarning):
     """Journal lines that were not trial records and were skipped (their trials run again)."""
 
 
+class JournalMirror(Protocol):
+    """Where a journal's records are copied once journaled locally (an object store: `stores.py`)."""
+
+    def push(self, record: TrialRecord, attempt: int | None = None) -> None:
+        """Copy one record (and its trajectory) idempotently; `attempt` numbers a failed attempt."""
+
+    def pull(self) -> dict[str, TrialRecord]:
+        """Every record copied so far, by trial key."""
+
+    def pull_attempts(self) -> list[TrialRecord]:
+        """Every failed attempt copied so far."""
+
+
 class TrialJournal:
     """Append-only JSON-lines file of finished trials, plus a sidecar of failed attempts.
 
     `out_dir` is the directory trial rows' `trajectory_path` is relative to; when given, the
     trajectory of a failed attempt is renamed aside (`….attempt-N.json.gz`) so the retry does not
-    overwrite it."""
+    overwrite it. With a `mirror` the file is a write-ahead log: each record is appended and
+    fsynced here first, then pushed to the mirror; `load` is the union of both and pushes what the
+    mirror lacks (a crash or outage between the two), so the mirror alone can resume a study."""
 
-    def __init__(self, path: Path, out_dir: Path | None = None):
+    def __init__(self, path: Path, out_dir: Path | None = None, mirror: JournalMirror | None = None):
         self.path = Path(path)
         self.attempts_path = self.path.parent / "attempts" / self.path.name
         self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.mirror = mirror
         self.skipped_lines: list[int] = []
         self._attempt_counts: dict[str, int] | None = None  # attempts kept per trial key, read once
         self._lock = threading.Lock()
@@ -64,7 +81,7 @@ class TrialJournal:
             raise JournalError(f"{self.path}: the trial journal is a directory, not a file; move it away "
                                "(or use a new --out directory) and run again")
         if not self.path.exists():
-            return {}
+            return self._reconcile({})
         data = self.path.read_bytes()
         if data and not data.endswith(b"\n"):
             data = self._mend_torn_tail(data)
@@ -85,6 +102,20 @@ class TrialJournal:
             warnings.warn(JournalWarning(
                 f"{self.path}: skipped unreadable line(s) {_ranges(self.skipped_lines)} (not trial records: "
                 f"{problems[0]}); their trials, if any, run again"), stacklevel=2)
+        return self._reconcile(records)
+
+    def _reconcile(self, records: dict[str, TrialRecord]) -> dict[str, TrialRecord]:
+        """Local and mirrored records, united: what only the mirror has is logged here, what only
+        this log has is pushed (each trial key once in both)."""
+        if self.mirror is None:
+            return records
+        remote = self.mirror.pull()
+        for key, record in records.items():
+            if key not in remote:
+                self.mirror.push(record)
+        for key in sorted(remote.keys() - records.keys()):
+            _append_line(self.path, remote[key].model_dump_json(), self._lock)
+            records[key] = remote[key]
         return records
 
     def _mend_torn_tail(self, data: bytes) -> bytes:
@@ -105,8 +136,10 @@ class TrialJournal:
         return data + b"\n"
 
     def append(self, record: TrialRecord) -> None:
-        """Journal a trial that has a result (it is done for every later run)."""
+        """Journal a trial that has a result (it is done for every later run): locally, then in the mirror."""
         _append_line(self.path, record.model_dump_json(), self._lock)
+        if self.mirror is not None:
+            self.mirror.push(record)
 
     def append_attempt(self, record: TrialRecord) -> TrialRecord:
         """Keep a failed attempt (its row, and its trajectory under a name of its own); returns the row kept.
@@ -126,12 +159,15 @@ class TrialJournal:
                 pass
         self.attempts_path.parent.mkdir(parents=True, exist_ok=True)
         _append_line(self.attempts_path, record.model_dump_json(), self._lock)
+        if self.mirror is not None:
+            self.mirror.push(record, attempt=n)
         return record
 
     def attempts(self) -> list[TrialRecord]:
-        """Every failed attempt kept so far, oldest first (unreadable lines skipped)."""
+        """Every failed attempt kept so far, oldest first (unreadable lines skipped; with a mirror, the
+        mirror's attempts too when this log has none)."""
         if not self.attempts_path.is_file():
-            return []
+            return self.mirror.pull_attempts() if self.mirror is not None else []
         rows = []
         for line in self.attempts_path.read_bytes().splitlines():
             try:
@@ -214,15 +250,20 @@ def run_trials(
                disable=not progress, leave=False, dynamic_ncols=True)
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         futures = [pool.submit(guarded, s) for s in todo]
-        for future in as_completed(futures):
-            record = future.result()
-            if record.exit_reason in RETRYABLE_EXIT_REASONS:
-                record = journal.append_attempt(record)
-            else:
-                journal.append(record)
-            done[record.trial_key] = record
-            bar.update(1)
-    bar.close()
+        try:
+            for future in as_completed(futures):
+                record = future.result()
+                if record.exit_reason in RETRYABLE_EXIT_REASONS:
+                    record = journal.append_attempt(record)
+                else:
+                    journal.append(record)
+                done[record.trial_key] = record
+                bar.update(1)
+        except BaseException:  # e.g. the journal's store is unreachable: stop now, not after every trial
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        finally:
+            bar.close()
     return [done[s.key] for s in specs]
 
 

@@ -15,7 +15,7 @@ from hrbench.harness.loop import CONFIRM_PROMPT
 from hrbench.harness.trajectory import read_trajectory
 from tests.agents.helpers import SOLVE
 from tests.agents.scripted_server import reply
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, stored_keys, stored_table
 
 STUDY = Path(__file__).resolve().parent / "studies" / "llm_scripted.yaml"
 PARTS = {"1": "make", "2": "double", "3": "report"}
@@ -54,7 +54,8 @@ def test_llm_study_runs_end_to_end_and_yields_residual_rows(server, tmp_path):
     assert {r["scope"] for r in rows} >= {"task", "all"}
     assert all(r["p_expected"] is not None and r["p_observed"] is not None for r in rows)
 
-    trials = pd.concat([pd.read_parquet(out / "tables" / t) for t in ("checkpoint_trials", "baseline/natural_trials")])
+    trials = pd.concat([stored_table(out, k) for t in ("checkpoint_trials", "baseline/natural_trials")
+                        for k in stored_keys(out, f"tables/{t}")])
     assert len(trials) == 3 * 3 + 4
     assert set(trials["exit_reason"]) <= {"passed", "failed", "timeout", "turn_cap", "early_exit", "harness_error"}
     assert (trials["exit_reason"] != "harness_error").all(), trials["error"].dropna().tolist()[:2]

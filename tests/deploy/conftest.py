@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hrbench.storage import store_for
 from tests.conftest import FIXTURES
 
 AGENTS = {
@@ -34,7 +35,11 @@ def write_study(root: Path, agents: list[str], name: str = "deploy") -> Path:
 def snapshot(out: Path, agents: list[str]) -> dict[str, bytes]:
     """Bytes of every table and journal of the given agents."""
     files = {}
-    for path in sorted((out / "tables").rglob("*.parquet")) + sorted((out / "journal").rglob("*.jsonl")):
+    store = store_for(out)
+    for key in store.list("tables"):  # the tables in the study's store (local or S3)
+        if any(part in agents for part in key.split("/")) or key.split("/")[-1].removesuffix(".parquet") in agents:
+            files[key] = store.get(key)
+    for path in sorted((out / "journal").rglob("*.jsonl")):  # the journals (write-ahead logs: always local)
         if any(part in agents for part in path.relative_to(out).parts) or path.stem in agents:
             files[str(path.relative_to(out))] = path.read_bytes()
     return files

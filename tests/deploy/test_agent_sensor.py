@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import yaml
 from dagster import DagsterInstance, build_sensor_context
@@ -14,6 +13,7 @@ from pipelines.builder import build_definitions
 from pipelines.defs.study.partitions import AGENTS
 from pipelines.materialize import launch_step, run_study
 from tests.deploy.conftest import snapshot, write_study
+from tests.conftest import stored_table
 
 
 def _sensor(defs):
@@ -60,7 +60,7 @@ def test_a_new_agent_file_backfills_only_that_agent(tmp_path: Path):
     assert json.loads(cursor) .keys() == {"steady", "rotting", "third"}
 
     for kind in ("checkpoint_trials", "baseline/natural_trials"):
-        table = pd.read_parquet(out / "tables" / kind / "third" / "tiny-chain.parquet")
+        table = stored_table(out, f"tables/{kind}/third/tiny-chain.parquet")
         assert len(table) and set(table["agent"]) == {"third"}
     assert snapshot(out, ["steady", "rotting"]) == old  # tables and journals byte-identical: nothing re-ran
     assert (out / "preregistration.json").read_bytes() == prereg_before  # the protocol did not change

@@ -6,13 +6,15 @@ import json
 import shutil
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from dagster import AssetKey, DagsterInstance
 from typer.testing import CliRunner
 
 from hrbench.cli import app
 from pipelines.materialize import run_study
+from hrbench.lineage import stored_sha256
+from hrbench.storage import store_for
+from tests.conftest import copy_output, store_table, stored_keys, stored_table
 from tests.deploy.conftest import write_study
 
 
@@ -28,7 +30,7 @@ def finished(tmp_path_factory) -> tuple[Path, DagsterInstance]:
 @pytest.fixture
 def copy(finished, tmp_path: Path) -> Path:
     target = tmp_path / "out"
-    shutil.copytree(finished[0], target, ignore=shutil.ignore_patterns(".dagster", "cache"))
+    copy_output(finished[0], target, ignore=shutil.ignore_patterns(".dagster", "cache"))
     return target
 
 
@@ -44,45 +46,43 @@ def test_verify_passes_on_a_fresh_output(finished):
 
 
 def test_verify_names_an_edited_trial_table(copy: Path):
-    path = copy / "tables" / "baseline" / "natural_trials" / "rotting" / "tiny-chain.parquet"
-    table = pd.read_parquet(path)
+    key = "tables/baseline/natural_trials/rotting/tiny-chain.parquet"
+    table = stored_table(copy, key)
     table.loc[0, "passed"] = not table.loc[0, "passed"]  # a reviewer's nightmare: one outcome flipped
-    table.to_parquet(path, index=False)
+    store_table(copy, key, table)
     code, output = _cli("verify", str(copy))
     assert code == 1
     assert "MISMATCH tables/baseline/natural_trials/rotting/tiny-chain.parquet" in output and "changed after" in output
 
 
 def test_verify_catches_a_table_edited_together_with_its_lineage_record(copy: Path):
-    from hrbench.lineage import file_sha256
-
-    path = copy / "tables" / "checkpoint_trials" / "steady" / "tiny-chain.parquet"
-    table = pd.read_parquet(path)
+    key = "tables/checkpoint_trials/steady/tiny-chain.parquet"
+    table = stored_table(copy, key)
     table["passed"] = ~table["passed"]  # every outcome flipped
-    table.to_parquet(path, index=False)
-    record = copy / "lineage" / "checkpoint_trials" / "steady" / "tiny-chain.json"
-    body = json.loads(record.read_text())
-    body["sha256"] = file_sha256(path)  # covering the tracks
-    record.write_text(json.dumps(body))
+    store_table(copy, key, table)
+    record = "lineage/checkpoint_trials/steady/tiny-chain.json"
+    body = json.loads(store_for(copy).get(record))
+    body["sha256"] = stored_sha256(copy, key)  # covering the tracks
+    store_for(copy).put(record, json.dumps(body).encode())
     code, output = _cli("verify", str(copy))
     assert code == 1
     assert "MISMATCH tables/checkpoint_trials/steady/tiny-chain.parquet" in output and "in the journal" in output
 
 
 def test_verify_names_an_edited_preregistration(copy: Path):
-    path = copy / "preregistration.json"
-    body = json.loads(path.read_text())
+    store = store_for(copy)  # the stored copy (the output directory itself, or the bucket)
+    body = json.loads(store.get("preregistration.json"))
     body["study"]["trials"]["natural"] = 1000
-    path.write_text(json.dumps(body))
+    store.put("preregistration.json", json.dumps(body).encode())
     code, output = _cli("verify", str(copy))
     assert code == 1 and "MISMATCH preregistration.json" in output and "edited after it was frozen" in output
 
 
 def test_verify_names_an_edited_agent_registration(copy: Path):
-    path = copy / "registrations" / "steady.json"
-    body = json.loads(path.read_text())
+    store = store_for(copy)
+    body = json.loads(store.get("registrations/steady.json"))
     body["config"]["sim"]["skill"] = 0.99
-    path.write_text(json.dumps(body))
+    store.put("registrations/steady.json", json.dumps(body).encode())
     code, output = _cli("verify", str(copy))
     assert code == 1 and "MISMATCH registrations/steady.json" in output
 
@@ -120,10 +120,10 @@ def test_a_finished_study_run_again_launches_nothing_and_changes_nothing(finishe
     out, instance = finished
     study = Path(json.loads((out / "study_source.json").read_text())["study_file"])
     before = len(instance.get_runs())
-    tables = {p: p.read_bytes() for p in (out / "tables").rglob("*.parquet")}
+    tables = {k: stored_sha256(out, k) for k in stored_keys(out, "tables")}
     run_study(study, out, instance=instance, progress=False)
     assert len(instance.get_runs()) == before  # every step's tables are intact under this protocol
-    assert {p: p.read_bytes() for p in (out / "tables").rglob("*.parquet")} == tables
+    assert {k: stored_sha256(out, k) for k in stored_keys(out, "tables")} == tables
 
 
 def test_blocking_check_refuses_a_table_whose_hashes_match_no_registration(copy: Path):
@@ -131,17 +131,17 @@ def test_blocking_check_refuses_a_table_whose_hashes_match_no_registration(copy:
     from pipelines.defs.study.checks import REGISTERED, registration_problems
 
     assert registration_problems(copy, "baseline/horizon_residuals", ["steady", "rotting"]) == []
-    path = copy / "tables" / "baseline" / "horizon_residuals" / "steady.parquet"
-    table = pd.read_parquet(path)
+    key = "tables/baseline/horizon_residuals/steady.parquet"
+    table = stored_table(copy, key)
     table["agent_sha256"] = "0" * 64  # a table from some other registration of "steady"
-    table.to_parquet(path, index=False)
+    store_table(copy, key, table)
     assert registration_problems(copy, "baseline/horizon_residuals", ["steady", "rotting"]) == [
         f"steady: agent_sha256 is not the stored registration "
         f"{json.loads((copy / 'registrations' / 'steady.json').read_text())['agent_sha256'][:12]}"]
-    prereg = copy / "tables" / "baseline" / "natural_trials" / "rotting" / "tiny-chain.parquet"
-    table = pd.read_parquet(prereg)
+    prereg = "tables/baseline/natural_trials/rotting/tiny-chain.parquet"
+    table = stored_table(copy, prereg)
     table["prereg_sha256"] = "f" * 64
-    table.to_parquet(prereg, index=False)
+    store_table(copy, prereg, table)
     assert "is not the stored pre-registration" in registration_problems(copy, "baseline/natural_trials", ["rotting|tiny-chain"])[0]
     study = Path(json.loads((copy / "study_source.json").read_text())["study_file"])
     specs = [spec for c in build_definitions(study, copy).asset_checks for spec in c.check_specs

@@ -15,7 +15,7 @@ import pytest
 from hrbench.agents.check import check_agent
 from hrbench.agents.specs import LLMAgentSpec
 from hrbench.harness.trajectory import read_trajectory
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, stored_keys, stored_table
 
 HERE = Path(__file__).resolve().parent
 REASONS = {"passed", "failed", "timeout", "turn_cap", "early_exit", "harness_error"}
@@ -38,7 +38,8 @@ def test_real_model_study_ends_every_trial_with_an_outcome_and_real_tokens(real_
                           capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
-    trials = pd.concat([pd.read_parquet(out / "tables" / t) for t in ("checkpoint_trials", "baseline/natural_trials")])
+    trials = pd.concat([stored_table(out, k) for t in ("checkpoint_trials", "baseline/natural_trials")
+                        for k in stored_keys(out, f"tables/{t}")])
     assert len(trials) == 3 + 1
     assert set(trials["exit_reason"]) <= REASONS
     errors = trials[trials["exit_reason"] == "harness_error"]["error"].tolist()

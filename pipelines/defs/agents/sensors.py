@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime
 from pathlib import Path
 
 from dagster import (
@@ -21,14 +22,14 @@ from dagster import (
     sensor,
 )
 
-from hrbench.lineage import TRIAL_ASSETS, file_sha256, read_record
+from hrbench.lineage import TRIAL_ASSETS, read_record, stored_sha256
 from hrbench.preregistration import load_registration
 from hrbench.protocol import StudyError
-from hrbench.storage import LocalTableStore
 from hrbench.study_run import StudyRun
 from hrbench.tasks.model import TaskError
 from pipelines.defs.study.jobs import Step, agent_steps, step_tags, steps_for
 from pipelines.defs.study.partitions import AGENTS
+from resources.storage import storage_from_env
 from resources.study import StudyResource
 
 MAX_ATTEMPTS = 3
@@ -41,17 +42,16 @@ def step_done(run: StudyRun, step: Step, agent: str | None, agent_sha256: str | 
     trial in it ended in a harness error (those are retried by running the step again)."""
     partitions = {"none": [()], "agent": [(agent,)],
                   "agent_task": [(agent, t.name) for t in run.design.tasks]}[step.partitioned]
-    store = LocalTableStore(run.out_dir)
+    store = run.stores.tables
     for asset in step.assets:
         if asset == "study_report":
             return not report_stale(run)
         for partition in partitions:
-            record = read_record(run.out_dir, asset, partition)
+            record = read_record(store.store, asset, partition)
             if record is None or record.prereg_sha256 != [run.prereg_sha256] or \
                     (agent is not None and record.agent_sha256 != [agent_sha256]):
                 return False
-            path = store.path(asset, partition)
-            if not path.is_file() or file_sha256(path) != record.sha256:
+            if stored_sha256(store.store, store.key(asset, partition)) != record.sha256:
                 return False
             if asset.split("/")[-1] in TRIAL_ASSETS and (store.read(asset, partition)["exit_reason"] == "harness_error").any():
                 return False
@@ -64,14 +64,17 @@ def next_step(run: StudyRun, agent: str, agent_sha256: str) -> Step | None:
 
 def report_stale(run: StudyRun) -> bool:
     """summary.json is missing, lacks a declared agent, or is older than a residual table."""
-    summary = run.out_dir / "summary.json"
-    if not summary.is_file():
+    summary = run.stores.fetch("summary.json")
+    if summary is None:
         return True
     agents = {r["agent"] for r in json.loads(summary.read_text()).get("residuals", [])}
     if agents != {a.id for a in run.study.agents}:
         return True
-    newest = max((p.stat().st_mtime for p in (run.out_dir / "tables").glob("*/horizon_residuals/*.parquet")),
-                 default=0.0)
+    # When each residual table was written, from its lineage record (the store keeps no file times).
+    store = run.stores.store
+    written = [read_record(store, f"{c}/horizon_residuals", (a.id,)) for c in run.study.condition_names
+               for a in run.study.agents]
+    newest = max((datetime.fromisoformat(r.written_at).timestamp() for r in written if r), default=0.0)
     return newest > summary.stat().st_mtime
 
 
@@ -82,7 +85,7 @@ def _count(context: SensorEvaluationContext, job: str, tags: dict[str, str], sta
 def build_agent_sensor(study_path: str | Path, out_dir: str | Path, task_names: list[str],
                        jobs: list[JobDefinition]) -> SensorDefinition:
     study = StudyResource(study_path=str(Path(study_path).resolve()), out_dir=str(Path(out_dir).resolve()),
-                          progress=False)
+                          progress=False, storage=storage_from_env())
 
     @sensor(name="agent_files_sensor", jobs=jobs, minimum_interval_seconds=int(os.environ.get("HRBENCH_SENSOR_INTERVAL", "30")),
             default_status=DefaultSensorStatus.RUNNING,

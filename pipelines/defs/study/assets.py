@@ -22,7 +22,7 @@ from dagster import (
 )
 
 from hrbench import analysis
-from hrbench.lineage import file_sha256, read_record
+from hrbench.lineage import read_record, stored_sha256
 from hrbench.harness.records import records_table
 from hrbench.preregistration import AgentRegistration, code_version, load_registration, record_study_source, store_registration
 from hrbench.protocol import StudyError
@@ -30,7 +30,6 @@ from hrbench.report.context import depth_metadata, figure_metadata
 from hrbench.report.figures import forest_plot
 from hrbench.report.html import study_report as write_study_report
 from hrbench.report.summary import write_summary
-from hrbench.storage import LocalTableStore
 from hrbench.structure.study_depth import measure_study_depth
 from hrbench.study_run import StudyRun
 from hrbench.tasks.audit import StageAudit
@@ -121,11 +120,11 @@ def _previous_audit(run: StudyRun) -> list[StageAudit] | None:
 
     The pre-registration covers everything the audit depends on (task contents, check library,
     sandbox limits, code), so re-running it on an unchanged study only costs time."""
-    record = read_record(run.out_dir, "verifier_audit", ())
-    store = LocalTableStore(run.out_dir)
-    if record is None or record.prereg_sha256 != [run.prereg_sha256] or not store.exists("verifier_audit", ()):
+    store = run.stores.tables
+    record = read_record(store.store, "verifier_audit", ())
+    if record is None or record.prereg_sha256 != [run.prereg_sha256]:
         return None
-    if file_sha256(store.path("verifier_audit", ())) != record.sha256:
+    if stored_sha256(store.store, store.key("verifier_audit", ())) != record.sha256:
         return None
     stored = store.read("verifier_audit", ())
     rows = [StageAudit(**{k: (None if pd.isna(v) else v) for k, v in r.items() if k in StageAudit.model_fields})
@@ -219,7 +218,7 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
         except StudyError as exc:
             raise Failure(str(exc)) from exc
         source = run.design.loaded.source
-        record_study_source(run.out_dir, source, run.study)
+        run.stores.publish(record_study_source(run.out_dir, source, run.study))
         prereg = run.design.preregistration
         frame = pd.DataFrame([{"prereg_sha256": run.prereg_sha256, "study": run.study.name,
                                "version": run.study.version, "code_version": prereg.code.label,
@@ -254,6 +253,7 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
         for agent in context.partition_keys:
             try:
                 path = store_registration(run.out_dir, run.design.registration(agent))
+                run.stores.publish(path)
             except (StudyError, KeyError) as exc:
                 raise Failure(str(exc)) from exc
             regs[agent] = reg = registered(run, agent)
@@ -361,6 +361,8 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
                                          contrasts, sensitivity_sweep, resource_accounting)
         summary = write_summary(run.design, tables, run.stores.summary_path)
         report = write_study_report(run.design, tables, run.stores.report_path, run.stores)
+        run.stores.publish(summary)
+        run.stores.publish(report.path)
         residuals = tables.residuals
         return MaterializeResult(metadata={
             "prereg_sha256": run.prereg_sha256, "code_version": version,

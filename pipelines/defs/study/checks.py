@@ -19,7 +19,7 @@ from dagster import (
 
 from hrbench import quality
 from hrbench.preregistration import load_registration
-from hrbench.storage import LocalTableStore
+from hrbench.storage import TableStore, store_for
 from pipelines.defs.study.evidence import first_expected_success, latest_materialization, metadata_for_agent, metadata_text
 from pipelines.defs.study.partitions import AGENTS
 from resources.study import StudyResource
@@ -137,7 +137,7 @@ def _registration_check(asset: str, partitions_def: PartitionsDefinition) -> Ass
 
 def registration_problems(out_dir: Path, asset: str, partition_keys: list[str]) -> list[str]:
     """Partitions of `asset` whose rows carry a prereg_sha256 or agent_sha256 that no stored record has."""
-    store = LocalTableStore(out_dir)
+    store = TableStore(store_for(out_dir))
     stored_prereg = _stored_prereg(out_dir)
     wrong: list[str] = []
     for key in partition_keys:

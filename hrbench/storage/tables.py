@@ -1,0 +1,73 @@
+"""Parquet tables (via pyarrow, on in-memory buffers) in a `Store`."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from pathlib import Path
+
+import pandas as pd
+
+from hrbench.storage.base import Store
+from hrbench.storage.local import LocalStore
+
+
+class TableStore:
+    """`tables/<asset>.parquet`, or `tables/<asset>/<key>/.../<last>.parquet` when partitioned."""
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    @staticmethod
+    def key(asset: str, partition: tuple[str, ...]) -> str:
+        if not partition:
+            return f"tables/{asset}.parquet"
+        return "/".join(("tables", asset, *partition[:-1], f"{partition[-1]}.parquet"))
+
+    def write(self, asset: str, partition: tuple[str, ...], table: pd.DataFrame) -> str:
+        """Store a table; return its address (path or URI) for metadata."""
+        return self.write_bytes(asset, partition, table)[0]
+
+    def write_bytes(self, asset: str, partition: tuple[str, ...], table: pd.DataFrame) -> tuple[str, str]:
+        """Store a table; return its address and the sha256 of the bytes stored (for its lineage record)."""
+        buffer = io.BytesIO()
+        table.to_parquet(buffer, index=False, engine="pyarrow")
+        data = buffer.getvalue()
+        return self.store.put(self.key(asset, partition), data), hashlib.sha256(data).hexdigest()
+
+    def read(self, asset: str, partition: tuple[str, ...]) -> pd.DataFrame:
+        key = self.key(asset, partition)
+        try:
+            data = self.store.get(key)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no table {asset} {'/'.join(partition)} at {self.store.address(key)}; "
+                                    "materialize it first") from None
+        return pd.read_parquet(io.BytesIO(data), engine="pyarrow")
+
+    def exists(self, asset: str, partition: tuple[str, ...]) -> bool:
+        return self.store.exists(self.key(asset, partition))
+
+    def partitions(self, asset: str) -> list[tuple[str, ...]]:
+        """Every stored partition of `asset` (`()` for an unpartitioned table), sorted."""
+        found = [() for _ in [0] if self.store.exists(self.key(asset, ()))]
+        prefix = f"tables/{asset}/"
+        for key in self.store.list(prefix):
+            if key.endswith(".parquet"):
+                found.append(tuple(key[len(prefix):].removesuffix(".parquet").split("/")))
+        return found
+
+    def read_all(self, asset: str) -> pd.DataFrame:
+        """Every stored partition of a table, concatenated (empty if none is stored)."""
+        frames = [self.read(asset, p) for p in self.partitions(asset)]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+class LocalTableStore(TableStore):
+    """Tables under a local directory (`root/tables/...`)."""
+
+    def __init__(self, root: str | Path):
+        super().__init__(LocalStore(root))
+        self.root = Path(root)
+
+    def path(self, asset: str, partition: tuple[str, ...]) -> Path:
+        return self.store.local_path(self.key(asset, partition))
