@@ -154,6 +154,15 @@ def run_cell(args: tuple) -> dict:
                 kinds={k: s.result() for k, s in scores.items()})
 
 
+def publish(lines: list[str], results: list[dict], out: str | None) -> None:
+    """Print the calibration report (and write it to `out`); exit 1 if any cell FAILs."""
+    print("\n".join(lines))
+    if out:
+        with open(out, "w") as fh:
+            fh.write("\n".join(lines) + "\n")
+    sys.exit(1 if any(verdict(r, c["m"]) == "FAIL" for c in results for r in c["kinds"].values()) else 0)
+
+
 def verdict(r: dict, m: int) -> str:
     """ok / flagged / over / under / FAIL (see the module docstring)."""
     if r["scored"] == 0:
@@ -290,12 +299,7 @@ def main() -> None:
         results = run(grid, reps, boot, args.workers, args.log, args.resume)
         head = (f"reps per cell: {reps}; n_boot: {boot}; nominal 0.95; cells: {len(grid)}; "
                 f"wall {time.perf_counter() - t0:.0f} s; load average {os.getloadavg()[0]:.1f}")
-    lines = [head, "", *summary(results), "", *compact(results), "", *table(results)]
-    print("\n".join(lines))
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write("\n".join(lines) + "\n")
-    sys.exit(1 if any(verdict(r, c["m"]) == "FAIL" for c in results for r in c["kinds"].values()) else 0)
+    publish([head, "", *summary(results), "", *compact(results), "", *table(results)], results, args.out)
 
 
 if __name__ == "__main__":

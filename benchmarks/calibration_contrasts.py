@@ -21,12 +21,11 @@ import argparse
 import itertools
 import json
 import os
-import sys
 import time
 
 import numpy as np
 
-from calibration import KINDS, N_TYPES, SMALL, Score, population, summary, compact, true_gamma, verdict
+from calibration import KINDS, N_TYPES, SMALL, Score, compact, population, publish, summary, true_gamma
 from hrbench.stats.contrasts import paired_difference
 from hrbench.stats.synthetic import simulate_task
 
@@ -105,12 +104,7 @@ def main() -> None:
                 fh.write(json.dumps({**r, "kinds": {f"{k[0]}/{k[1]}": v for k, v in r["kinds"].items()}}) + "\n")
     head = (f"paired_difference, Γ_a = {GAMMA_A}; column Γ is ΔΓ; reps per cell: {args.reps}; nominal 0.95; "
             f"cells: {len(grid)}; wall {time.perf_counter() - t0:.0f} s; load average {os.getloadavg()[0]:.1f}")
-    lines = [head, "", *summary(results), "", *compact(results)]
-    print("\n".join(lines))
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write("\n".join(lines) + "\n")
-    sys.exit(1 if any(verdict(r, c["m"]) == "FAIL" for c in results for r in c["kinds"].values()) else 0)
+    publish([head, "", *summary(results), "", *compact(results)], results, args.out)
 
 
 if __name__ == "__main__":
