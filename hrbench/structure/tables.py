@@ -1,9 +1,10 @@
 """Plain tables of task structure and dense outcomes, built from trial rows for the report.
 
 `dense_table` turns natural-rollout trial rows into one row per trial with the dense reward
-R = Σ w_k r_k / Σ w_k over the task's stages (r_k = the stage verifier's reward, from reward.txt
-or the mean of reward.json; 0 for stages the rollout never reached), its failure type and its
-resources. `structure_row` puts D, N and W of one task side by side (the depth–work plane).
+R = Σ w_k r_k / Σ w_k over the task's stages, its failure type and its resources. r_k is the stage's
+sub-rewards combined (reward.json's keys other than `reward`, equal weights, when every one is in
+[0, 1]: e.g. the per-line scores of a transduction chunk, so a half-right chunk counts 0.5), else the
+stage verifier's reward; 0 for stages the rollout never reached. `structure_row` puts D, N and W of one task side by side (the depth–work plane).
 Statistics over these rows live in :mod:`hrbench.stats.dense`; nothing here computes intervals.
 """
 
@@ -19,6 +20,7 @@ from hrbench.stats.dense import (
     FailureType,
     failure_type,
     is_false_finish,
+    reward_from_subrewards,
     stage_rewards,
     task_reward,
 )
@@ -50,7 +52,8 @@ def dense_row(record: TrialRecord, task: Task) -> DenseRow:
     if record.kind != "natural":
         raise ValueError(f"trial {record.trial_key}: dense rewards are defined on natural rollouts, not {record.kind}")
     outcomes = json.loads(record.stage_outcomes_json or "[]")
-    by_name = {o["stage"]: float(o["reward"]) for o in outcomes}
+    subrewards = json.loads(record.rewards_json or "{}")
+    by_name = {o["stage"]: _stage_reward(float(o["reward"]), subrewards.get(o["stage"], {})) for o in outcomes}
     reached = []
     for stage in task.stages:
         if stage.name not in by_name:
@@ -64,6 +67,15 @@ def dense_row(record: TrialRecord, task: Task) -> DenseRow:
                     exit_reason=record.exit_reason, failure=kind, false_finish=is_false_finish(kind, R),
                     tokens=record.tokens_in + record.tokens_out, turns=record.turns, wall_s=record.wall_s,
                     cost_usd=record.cost_usd)
+
+
+def _stage_reward(reward: float, subrewards: dict[str, float]) -> float:
+    """r_k of one reached stage: its sub-rewards combined when they are all rewards in [0, 1] (a
+    counter such as `runtime_ms` is not), else the verifier's reward."""
+    parts = {k: v for k, v in subrewards.items() if k != "reward"}
+    if parts and all(isinstance(v, (int, float)) and 0.0 <= float(v) <= 1.0 for v in parts.values()):
+        return reward_from_subrewards(parts)
+    return reward
 
 
 def dense_table(records: Sequence[TrialRecord], tasks: Sequence[Task]) -> list[DenseRow]:

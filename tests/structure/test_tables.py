@@ -44,6 +44,16 @@ def test_weighted_reward_with_unreached_stages_as_zero_and_failure_types():
     assert rows[2].failure == "harness_error" and (rows[2].tokens, rows[2].cost_usd) == (15, 0.1)
 
 
+def test_sub_rewards_of_a_stage_give_its_partial_credit_and_counters_are_ignored():
+    task = load_task(TASK)
+    lines = {f"line_{i:04d}": float(i < 3) for i in range(4)}  # 3 of 4 lines right: the chunk failed
+    row, = dense_table([_record([("part1", 0.0), ("part2", 1.0)], "failed",
+                                rewards_json=json.dumps({"part1": {"reward": 0.0, **lines},
+                                                         "part2": {"reward": 1.0, "runtime_ms": 1234}}))], [task])
+    assert row.stage_rewards == (0.75, 1.0)  # part2's counter is not a reward: its verifier's 1 stands
+    assert row.reward == pytest.approx((7 * 0.75 + 6) / 13)
+
+
 def test_rows_for_unknown_tasks_are_refused():
     with pytest.raises(ValueError, match="not given"):
         dense_table([_record([], "failed")], [])
