@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
 from hrbench.stats.dense import pareto_frontier
 
@@ -265,9 +266,17 @@ def depth_work_plot(structure: pd.DataFrame) -> bytes | None:
         # the count in the label: tasks of one family often share a point (same D and W)
         ax.scatter(group["work_lines"], group[y_col], color=f"C{i % 10}", label=f"{family} ({len(group)})", s=24,
                    alpha=0.8)
+    # log axes labelled in plain numbers: D at the values it took, W at 1-2-5 steps (the default minor
+    # labels overlap: "3×10¹4×10¹")
     if has_depth:
         ax.set_yscale("log", base=2)
+        ax.set_yticks(sorted({int(d) for d in rows[y_col]}))
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("W (non-blank, non-comment solve.sh lines)")
     ax.set_ylabel(y_label)
     ax.legend(fontsize=6, ncol=2)
