@@ -36,7 +36,7 @@ def study_steps(conditions: list[str], prefix_rollouts: bool = False, depth: boo
     return [
         Step(job="study_setup_job", assets=["task_catalog", "verifier_audit", "preregistration",
                                             *(["task_depth"] if depth else [])], partitioned="none",
-             label="catalog, audit, pre-registration" + (" and depth" if depth else "")),
+             label="catalog, audit" + (", pre-registration and depth" if depth else " and pre-registration")),
         Step(job="agent_registration_job", assets=["agent_registration"], partitioned="agent", label="registration"),
         Step(job="checkpoint_trials_job", assets=[*(["prefix_rollouts"] if prefix_rollouts else []),
                                                   "checkpoint_trials"], partitioned="agent_task",
