@@ -20,6 +20,8 @@ def _sensor(defs):
     return next(s for s in defs.sensors if s.name == "agent_files_sensor")
 
 
+# slow: three agents' studies through the sensor (~100 s); scripts/test.sh runs it
+@pytest.mark.slow
 def test_a_new_agent_file_backfills_only_that_agent(tmp_path: Path):
     study = write_study(tmp_path, ["steady", "rotting"])
     out = tmp_path / "out"

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -41,6 +42,8 @@ def test_a_failed_run_prints_one_line_and_names_the_log(tmp_path: Path):
     assert "\r" not in result.stderr  # no progress bars in a redirected log
 
 
+# slow: a whole study with redirected output (~90 s); scripts/test.sh runs it, the default suite keeps 10 min
+@pytest.mark.slow
 def test_run_output_redirected_keeps_full_lines(tmp_path: Path):
     study = yaml.safe_load(TINY_STUDY.read_text())
     study["tasks"]["registry"] = str(TINY_STUDY.parent.parent / "registry")
