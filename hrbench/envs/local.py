@@ -266,8 +266,9 @@ class LocalEnvironment:
             args = self._args(["--ro-bind", str(folder), "/solution"],
                               env=self._env(self.task.solution_env, where="[solution.env]"))
             timeout = stage.agent_timeout_sec or self.task.agent_timeout_sec
-            return run_confined(confined_argv(args, ["/bin/bash", "-s"], self.limits, self.cgroup),
-                                "bash /solution/solve.sh\n", timeout, self.cgroup)
+            # bash runs the script itself (not typed into `bash -s`): one process fewer per replay
+            return run_confined(confined_argv(args, ["/bin/bash", "/solution/solve.sh"], self.limits, self.cgroup),
+                                "", timeout, self.cgroup)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -353,8 +354,8 @@ class LocalEnvironment:
                 env["PATH"] = f"{VERIFIER_TOOLCHAIN}:{env.get('PATH', SANDBOX_PATH)}"
                 args = self._args(extra, nested_userns=True, env=env)
                 timeout = stage.verifier_timeout_sec or self.task.verifier_timeout_sec
-                result = run_confined(confined_argv(args, ["/bin/bash", "-s"], self.limits, self.cgroup),
-                                      "bash /tests/test.sh\n", timeout, self.cgroup, VERIFIER_OUTPUT_LIMIT)
+                result = run_confined(confined_argv(args, ["/bin/bash", "/tests/test.sh"], self.limits, self.cgroup),
+                                      "", timeout, self.cgroup, VERIFIER_OUTPUT_LIMIT)
                 if self._cgroup is not None and not self._cgroup.kill():
                     raise SandboxError("the verifier's processes could not be killed; its reward is not read")
                 try:

@@ -2,10 +2,10 @@
 
 Two constructions (docs/statistics.md §7):
 
-* :func:`mover_gamma_interval` — **tasks: fixed**, one task: Γ = Σ ln q_i − Σ ln r_i is
+* :func:`mover_gamma_interval` — **tasks: fixed**, one task: Γ = Σ ln q_i − ln P_obs is
   a sum of logs of independent binomial proportions (checkpoint stages, and the natural
-  chain's conditionals, whose likelihood factorizes). MOVER (Zou & Donner 2008) combines
-  the Jeffreys interval of each term, so a count at 0 or m keeps a non-zero width.
+  successes k_0 of m_0). MOVER (Zou & Donner 2008) combines the Jeffreys interval of each
+  term, so a count at 0 or m keeps a non-zero width.
 * :func:`cluster_t_intervals` — **tasks: sampled**, families and ``all``: the
   linearized ratio-of-means estimator with the CR2 (stratified) variance and
   Bell–McCaffrey / Satterthwaite degrees of freedom, Γ̂ ± t_ν·SE, with a floor on each
@@ -102,7 +102,7 @@ def trial_variances(k: np.ndarray, m: np.ndarray, mask: np.ndarray, k0: np.ndarr
 def _floor_share(n: int) -> float:
     """Share of the trial variance a family's sample variance is floored at.
 
-    Fewer than 5 tasks (ν < 4, flagged ``few-tasks``): the whole trial variance — with
+    Fewer than 5 tasks (flagged ``few-tasks``, however many df the row has): the whole trial variance — with
     2 tasks the sample variance is 0 by chance often enough to give zero-width intervals,
     and the row is declared conservative anyway. From 5 tasks on, the floor is the
     2.5 % quantile of χ²_{n−1}/(n−1) times the trial variance: the smallest sample
@@ -122,6 +122,7 @@ class ClusterT:
     se: np.ndarray  # (G,)
     df: np.ndarray  # (G,) Satterthwaite df (NaN: no interval)
     n_multi: np.ndarray  # (G,) strata with ≥ 2 tasks in the group
+    n_small: np.ndarray  # (G,) of them, strata of 2–4 tasks (whole-trial-variance floor: conservative)
 
 
 def linearized_terms(
@@ -147,11 +148,13 @@ def linearized_terms(
 def cluster_t_from_terms(
     theta: float, x: np.ndarray, tau: np.ndarray, live: np.ndarray, stratum: np.ndarray, level: float
 ) -> tuple[float, float, float, float, int]:
-    """θ̂ ± t_ν·SE from linearized terms (see :func:`cluster_t_intervals`): (low, high, se, ν, n_multi).
+    """θ̂ ± t_ν·SE from linearized terms (see :func:`cluster_t_intervals`): (low, high, se, ν, n_multi,
+    n_small), n_small counting the strata of 2–4 tasks, whose whole-trial-variance floor makes the
+    interval conservative (:func:`_floor_share`) whatever ν is.
 
     NaN limits (and n_multi = 0) where no stratum of ``live`` tasks has ≥ 2 tasks.
     """
-    v_tot, denom, n_multi = 0.0, 0.0, 0
+    v_tot, denom, n_multi, n_small = 0.0, 0.0, 0, 0
     for f in np.unique(stratum[live]):
         s = live & (stratum == f)
         n = int(s.sum())
@@ -163,11 +166,12 @@ def cluster_t_from_terms(
         v_tot += v
         denom += v * v / (n - 1)
         n_multi += 1
+        n_small += int(n < 5)
     if n_multi == 0:
-        return math.nan, math.nan, math.nan, math.nan, 0
+        return math.nan, math.nan, math.nan, math.nan, 0, 0
     nu = v_tot**2 / denom
     half = float(stats.t.ppf(0.5 + level / 2, nu)) * math.sqrt(v_tot)
-    return theta - half, theta + half, math.sqrt(v_tot), nu, n_multi
+    return theta - half, theta + half, math.sqrt(v_tot), nu, n_multi, n_small
 
 
 def cluster_t_intervals(
@@ -193,14 +197,14 @@ def cluster_t_intervals(
     """
     T, G = wmat.shape
     low, high, se, df = (np.full(G, np.nan) for _ in range(4))
-    n_multi = np.zeros(G, np.int64)
+    n_multi, n_small = np.zeros(G, np.int64), np.zeros(G, np.int64)
     for g in range(G):
         w = wmat[:, g]
         terms = linearized_terms(p_exp, p_obs, var_exp, var_obs, w)
         if terms is None:
             continue
-        low[g], high[g], se[g], df[g], n_multi[g] = cluster_t_from_terms(*terms, w > 0, stratum, level)
-    return ClusterT(low=low, high=high, se=se, df=df, n_multi=n_multi)
+        low[g], high[g], se[g], df[g], n_multi[g], n_small[g] = cluster_t_from_terms(*terms, w > 0, stratum, level)
+    return ClusterT(low=low, high=high, se=se, df=df, n_multi=n_multi, n_small=n_small)
 
 def effective_jeffreys_log_limits(
     point: np.ndarray, centre: np.ndarray, var: np.ndarray, level: float, n_cap: np.ndarray | None = None

@@ -287,7 +287,7 @@ def _closed_form_difference(
             continue
         delta = ga - gb
         t_lo, t_hi = _mover_difference(delta, (ga, lo_a[g], hi_a[g]), (gb, lo_b[g], hi_b[g]))
-        lo, hi, _, df, n_multi = cluster_t_from_terms(delta, ta[1] - tb[1], ta[2] + tb[2], w > 0,
+        lo, hi, _, df, n_multi, n_small = cluster_t_from_terms(delta, ta[1] - tb[1], ta[2] + tb[2], w > 0,
                                                       pk_a.family_index, level)
         zero = any(est_a[i].zero_rule_applied or est_b[i].zero_rule_applied for i in idx)
         flags: list[Flag] = ["zero-rule"] if zero else []
@@ -295,7 +295,7 @@ def _closed_form_difference(
         if n_multi == 0:
             method, df = "too-few-tasks", None
             flags.append("too-few-tasks")
-        elif df < FEW_TASKS_DF:
+        elif df < FEW_TASKS_DF or n_small:
             flags.append("few-tasks")
         rows.append(DifferenceRow(
             **base, gamma_a=ga, gamma_b=gb, delta=delta, ci_low=_none(lo), ci_high=_none(hi),

@@ -103,8 +103,8 @@ Estimand = Literal["tasks: fixed", "tasks: sampled"]
 #: Row flags (docs/statistics.md §7): ``zero-rule`` a raw proportion entering a log is 0;
 #: ``one-sided`` Γ is undefined and reported as a bound; ``no-estimate`` neither Γ nor a bound;
 #: ``boundary`` some count is at m (every trial passed), the interval rests on the Jeffreys
-#: limit there; ``few-tasks`` tasks-sampled interval with < FEW_TASKS_DF df (t-based, wide,
-#: conservative); ``too-few-tasks`` no tasks-sampled interval (no family with ≥ 2 tasks);
+#: limit there; ``few-tasks`` tasks-sampled interval with < FEW_TASKS_DF df or a family of 2–4
+#: tasks (t-based with few df, or the whole trial-variance floor: wide, conservative); ``too-few-tasks`` no tasks-sampled interval (no family with ≥ 2 tasks);
 #: ``excluded`` dropped by the ``exclude`` rule.
 Flag = Literal["zero-rule", "one-sided", "no-estimate", "boundary", "few-tasks", "too-few-tasks", "excluded"]
 
@@ -267,8 +267,29 @@ def _task_values(
         extra = ["one-sided"] if raw.bound else ["no-estimate"]
         method = "exact-bound" if raw.bound else "none"
         return _TaskValues(None, low, high, method, raw.bound, raw.bound_value, ["zero-rule", *extra, *flags], stage_ci)
-    low, high = mover_gamma_interval(log_q, q_lim, log_r, r_lim)
+    low, high = _task_interval(t, q_lim, level)
+    # The declared rule's point (smoothed) and the raw centre differ by the rule's shrinkage:
+    # the interval always holds the point it is printed beside.
+    low, high = min(low, e.gamma), max(high, e.gamma)
     return _TaskValues(e.gamma, low, high, "mover-jeffreys", None, None, flags, stage_ci)
+
+
+def _task_interval(t: TaskOutcomes, q_lim: tuple[np.ndarray, np.ndarray], level: float) -> tuple[float, float]:
+    """Tasks-fixed interval of one task's Γ (every raw count > 0): MOVER of ln P_exp and ln P_obs.
+
+    ln P_exp is the sum of the stages' ln q_i, each with its Jeffreys limits; P_obs is one
+    binomial proportion, k_0 of m_0 natural rollouts (the product of the chain's conditionals
+    telescopes to it), so it gets its own Jeffreys interval — read as S conditional terms it
+    counted one binomial's uncertainty S times, each with its own skew (rows of 4–6 stages near
+    P = 0.9 covered 0.97–0.985, docs/statistics.md §11). Every term is centred on its raw
+    proportion, the estimate its Jeffreys limits are an interval for: centred on the smoothed
+    points, the shrinkage of S stages at k = m adds up (S/(2m) on ln P_exp) against one on ln P_obs.
+    """
+    k, m = t.checkpoint_k, t.checkpoint_m
+    k0 = np.array([t.passed[-1]])
+    m0 = np.array([t.m0])
+    obs_lim = jeffreys_log_limits(k0, m0, level)
+    return mover_gamma_interval(np.log(k / m), q_lim, np.log(k0 / m0), obs_lim)
 
 
 def _trial_jackknife_aggregate(
@@ -516,10 +537,11 @@ def residual_table(
     if hierarchical == "cluster_t":
         var_e, var_o = trial_variances(pk.k, pk.m, pk.mask, k0, pk.m0)
         ct = cluster_t_intervals(pe_g, po_g, var_e, var_o, wmat, pk.family_index, level)
-        hier_ci, hier_df = np.column_stack([ct.low, ct.high]), ct.df
+        hier_ci, hier_df, hier_small = np.column_stack([ct.low, ct.high]), ct.df, ct.n_small > 0
     else:
         hier_ci = _interval(agg.hier_reps, theta, None, level, "percentile", agg.df)
         hier_df = agg.df if agg.df is not None else np.full(len(names), np.nan)
+        hier_small = np.zeros(len(names), bool)
     # The bootstrap options read percentiles (expanded for the rescaled scheme) whatever ci_method says.
     hier_method = _HIER_LABEL[hierarchical] + ("" if hierarchical == "cluster_t" else "-percentile")
     raw_ests: list[TaskEstimate] | None = None
@@ -566,7 +588,7 @@ def residual_table(
             if np.isnan(h_low):
                 method, df = "too-few-tasks", None
                 flags.append("too-few-tasks")
-            elif df is not None and df < FEW_TASKS_DF:
+            elif (df is not None and df < FEW_TASKS_DF) or hier_small[g]:
                 flags.append("few-tasks")
             bound = bound_value = None
             t_method = t_label

@@ -132,3 +132,31 @@ def test_paired_cluster_t_uses_the_pairing():
     a, b = residual_table(base)[-1], residual_table(other)[-1]
     assert d.ci_method == "cluster-t" and d.df == pytest.approx(9.0, rel=0.05)
     assert d.ci_high - d.ci_low < 0.6 * math.hypot(a.ci_high - a.ci_low, b.ci_high - b.ci_low)
+
+
+def test_task_interval_is_mover_of_raw_stage_terms_and_one_observed_binomial():
+    # docs/statistics.md §7.1: Σ ln q_i with per-stage Jeffreys limits, ln P_obs as one binomial
+    # (15 of 20 rollouts), every term centred on its raw proportion.
+    t = counts("t", "F", [20, 12], [20, 20], [3, 2, 15])
+    row = [r for r in residual_table([t]) if r.scope == "task"][0]
+    l1 = math.log(stats.beta.ppf(0.05, 20.5, 0.5))  # k = m: one-sided, whole α
+    l2, u2 = (math.log(stats.beta.ppf(p, 12.5, 8.5)) for p in (0.025, 0.975))
+    lo_o, hi_o = (math.log(stats.beta.ppf(p, 15.5, 5.5)) for p in (0.025, 0.975))
+    raw = math.log(12 / 20) - math.log(15 / 20)
+    low = raw - math.sqrt(l1**2 + (math.log(0.6) - l2) ** 2 + (hi_o - math.log(0.75)) ** 2)
+    high = raw + math.sqrt((u2 - math.log(0.6)) ** 2 + (math.log(0.75) - lo_o) ** 2)
+    assert row.ci_method == "mover-jeffreys" and row.ci_low < row.gamma < row.ci_high
+    assert row.ci_low == pytest.approx(low, rel=1e-9) and row.ci_high == pytest.approx(high, rel=1e-9)
+
+
+def test_all_row_over_a_family_of_three_is_flagged_few_tasks_whatever_its_df():
+    # Two 3-task families reached ν = 4 and covered 1.000 (§11): a stratum of 2–4 tasks is floored
+    # at its whole trial variance, so the row is conservative and flagged, not scored as nominal.
+    rng = np.random.default_rng(3)
+    small = [simulate_task(f"a{j}", "A", [0.8, 0.7], [0.75, 0.6], 20, 20, rng) for j in range(3)]
+    large = [simulate_task(f"b{j}", "B", [0.9, 0.6], [0.85, 0.5], 20, 20, rng) for j in range(10)]
+    rows = {(r.scope, r.name): r for r in residual_table([*small, *large])}
+    everything, fam_b = rows[("all", "all")], rows[("family", "B")]
+    assert everything.df is not None and everything.df >= 4  # the df rule alone would not flag it
+    assert "few-tasks" in everything.flags and "few-tasks" in rows[("family", "A")].flags
+    assert "few-tasks" not in fam_b.flags and fam_b.df == pytest.approx(9, rel=0.5)
