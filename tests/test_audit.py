@@ -78,6 +78,9 @@ def test_cli_audit_fails_on_a_broken_task_with_the_reason(tiny_task_copy: Path):
     assert "FAIL tiny-chain" in result.stdout and "reference solution scores 0" in result.stdout
 
 
+# Slow (~66 s: every built-in stage's reference, nothing, key-step and tamper runs); the slow pass
+# of scripts/test.sh, and so CI, still runs it.
+@pytest.mark.slow
 @pytest.mark.parametrize("_", [None])
 def test_cli_audit_passes_on_every_builtin_task(_):
     result = _cli()
