@@ -388,8 +388,15 @@ def intervention_contrasts(design: StudyDesign, agent: str, checkpoint: pd.DataF
         table = pd.DataFrame([r.model_dump() for r in rows]).rename(columns={"delta": "delta_gamma"})
         table.insert(0, "condition", condition)
         table.insert(0, "agent", agent)
+        # As for residual rows: the tasks-fixed truth (of trial_ci_*, and of a task row's ci_*) and the
+        # tasks-sampled one (of a family/all row's ci_*), each beside the interval that targets it.
         table["true_delta_gamma"] = [_difference(base_truth(s, n), truth(s, n))
                                      for s, n in zip(table["scope"], table["name"])]
+        kept_base = [t for t in base_outcomes if not estimate_task(t, base.zero_rule).excluded]
+        kept = [t for t in outcomes if not estimate_task(t, est.zero_rule).excluded]
+        table["true_delta_gamma_sampled"] = [
+            _difference(_sampled_truth(design, agent, base, s, n, kept_base), _sampled_truth(design, agent, est, s, n, kept))
+            for s, n in zip(table["scope"], table["name"])]
         table["delta_stage_terms"] = [json.dumps(terms[n]) if s == "task" else None
                                       for s, n in zip(table["scope"], table["name"])]
         frames.append(table)

@@ -82,12 +82,13 @@ def _run(study: Path, out: Path) -> None:
                   "Flags: docs/statistics.md §7.")
     if summary["contrasts"]:
         table = Table(title="Interventions: ΔΓ(I) = Γ(baseline) − Γ(I), overall, paired over tasks")
-        for column in ("agent", "condition", "ΔΓ", "CI", "true ΔΓ"):
+        for column in ("agent", "condition", "ΔΓ", "CI (tasks: sampled)", "true", "CI (tasks: fixed)", "true"):
             table.add_column(column)
         for r in summary["contrasts"]:
             if r["scope"] == "all":
                 table.add_row(r["agent"], r["condition"], _fmt(r["delta_gamma"]),
-                              _interval(r["ci_low"], r["ci_high"]), _fmt(r["true_delta_gamma"]))
+                              _interval(r["ci_low"], r["ci_high"]), _fmt(r.get("true_delta_gamma_sampled")),
+                              _interval(r["trial_ci_low"], r["trial_ci_high"]), _fmt(r["true_delta_gamma"]))
         wide.print(table)
     for r in summary["sensitivity"]:
         if r["scope"] == "all":

@@ -65,10 +65,15 @@ def test_contrasts_pair_each_condition_with_the_baseline_and_carry_their_truth(r
     residuals = analysis.horizon_residuals(design, "sim-rotting", checkpoint, natural, expected)
     gamma = residuals[residuals["scope"] == "all"].set_index("condition")["gamma"]
     truth = residuals[residuals["scope"] == "all"].set_index("condition")["true_gamma"]
+    sampled = residuals[residuals["scope"] == "all"].set_index("condition")["true_gamma_sampled"]
     for row in contrasts[contrasts["scope"] == "all"].itertuples():
         # Each side keeps its own prediction: ΔΓ is the difference of the two residuals.
         assert row.delta_gamma == pytest.approx(gamma["baseline"] - gamma[row.condition])
         assert row.true_delta_gamma == pytest.approx(truth["baseline"] - truth[row.condition])
+        # The headline (tasks: sampled) interval has the population truth beside it.
+        assert row.ci_estimand == "tasks: sampled"
+        assert row.true_delta_gamma_sampled == pytest.approx(sampled["baseline"] - sampled[row.condition])
+    assert contrasts[contrasts["scope"] == "task"]["true_delta_gamma_sampled"].isna().all()
     reset = contrasts[(contrasts["condition"] == "context_reset") & (contrasts["scope"] == "task")].iloc[0]
     terms = json.loads(reset["delta_stage_terms"])
     # The stage-wise changes add up to the task's ΔΓ (Γ = Σ ln(q̂_i / r̂_i) on a fixed path).

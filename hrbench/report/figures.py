@@ -66,6 +66,15 @@ def _truths(frame: pd.DataFrame, column: str) -> list:
     return list(frame[column]) if column in frame else [None] * len(frame)
 
 
+def _headline_truths(frame: pd.DataFrame, fixed: str, sampled: str) -> list:
+    """The truth of each row's plotted interval (ci_*): the tasks-sampled truth where that interval is
+    about the population of tasks, the tasks-fixed one otherwise (task rows)."""
+    if "ci_estimand" not in frame or sampled not in frame:
+        return _truths(frame, fixed)
+    return [s if e == "tasks: sampled" else f
+            for e, f, s in zip(frame["ci_estimand"], _truths(frame, fixed), frame[sampled])]
+
+
 def forest_plot(residuals: pd.DataFrame) -> bytes | None:
     """Γ̂ with its interval per agent, condition and scope (task, family, all); × = simulated truth."""
     if not len(residuals):
@@ -74,8 +83,8 @@ def forest_plot(residuals: pd.DataFrame) -> bytes | None:
     labels = [f"{a} · {c} · {s}:{n}" for a, c, s, n in zip(rows["agent"], rows["_condition"], rows["scope"],
                                                            rows["name"])]
     return _interval_rows(labels, list(rows["gamma"]), list(rows["ci_low"]), list(rows["ci_high"]),
-                          _truths(rows, "true_gamma"), list(rows["scope"] == "all"),
-                          "Γ_H = ln(P_expected / P_observed)  [nats]   (× = simulated truth)")
+                          _headline_truths(rows, "true_gamma", "true_gamma_sampled"), list(rows["scope"] == "all"),
+                          "Γ_H = ln(P_expected / P_observed)  [nats]   (× = simulated truth of the interval's estimand)")
 
 
 def contrast_plot(contrasts: pd.DataFrame) -> bytes | None:
@@ -87,8 +96,9 @@ def contrast_plot(contrasts: pd.DataFrame) -> bytes | None:
     labels = [f"{a} · {c} · {s}:{n}" for a, c, s, n in zip(rows["agent"], rows["_condition"], rows["scope"],
                                                            rows["name"])]
     return _interval_rows(labels, list(rows["delta_gamma"]), list(rows["ci_low"]), list(rows["ci_high"]),
-                          _truths(rows, "true_delta_gamma"), list(rows["scope"] == "all"),
-                          "ΔΓ(I) = Γ(baseline) − Γ(I)  [nats]   (× = simulated truth)")
+                          _headline_truths(rows, "true_delta_gamma", "true_delta_gamma_sampled"),
+                          list(rows["scope"] == "all"),
+                          "ΔΓ(I) = Γ(baseline) − Γ(I)  [nats]   (× = simulated truth of the interval's estimand)")
 
 
 def sensitivity_plot(verdicts: pd.DataFrame) -> bytes | None:

@@ -43,8 +43,9 @@ def _clean(value: object) -> object:
     return value
 
 
-CONTRAST_FIELDS = ["agent", "condition", "scope", "name", "delta_gamma", "ci_low", "ci_high", "trial_ci_low",
-                   "trial_ci_high", "ci_method", "n_tasks", "true_delta_gamma"]
+CONTRAST_FIELDS = ["agent", "condition", "scope", "name", "delta_gamma", "ci_estimand", "ci_low", "ci_high", "ci_method",
+                   "df", "true_delta_gamma_sampled", "trial_ci_low", "trial_ci_high", "trial_ci_method",
+                   "true_delta_gamma", "flags", "n_tasks"]
 SENSITIVITY_FIELDS = ["agent", "scope", "name", "gamma_min", "gamma_max", "verdict", "driver", "n_choices",
                       "true_gamma"]
 
