@@ -79,8 +79,6 @@ class CheckpointProtocol(Frozen):
         # Declared in DESIGN §6 but not built yet: refuse rather than silently run something else.
         if self.state != "oracle_replay":
             raise ValueError("checkpoint.state 'solution_conditioned' is not supported yet; use 'oracle_replay'")
-        if self.information != "stage_given":
-            raise ValueError("checkpoint.information 'goal_only' is not supported yet; use 'stage_given'")
         return self
 
     def protocol_hash(self) -> str:

@@ -61,6 +61,7 @@ class TrialShape:
     prepare: Callable[[LiveTrial], None] = lambda trial: None  # the starting history
     boundary: Callable[[LiveTrial, Stage], None] = lambda trial, stage: None  # before every stage but the first
     last_stage_of_task: bool | None = None  # None: the task's last stage is the last
+    information: str = "stage_given"  # how each stage is stated (checkpoint protocols may give the goal only)
 
 
 def checkpoint_shape(task: Task, stages: tuple[Stage, ...], protocol: CheckpointProtocol, spec: TrialSpec,
@@ -92,7 +93,7 @@ def checkpoint_shape(task: Task, stages: tuple[Stage, ...], protocol: Checkpoint
 
     return TrialShape(start_stage=stage.index, stages=stages, history_policy=protocol.history,
                       budget=protocol.budget, n_parts=len(stages), prepare=prepare, boundary=boundary,
-                      last_stage_of_task=stages[-1].index == task.n_stages - 1)
+                      last_stage_of_task=stages[-1].index == task.n_stages - 1, information=protocol.information)
 
 
 def natural_shape(task: Task, condition: Condition, budget: Budget) -> TrialShape:
@@ -121,7 +122,7 @@ def run_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Backend, shape
     """Prepare the environment, agent and history; run the stages (each verified); record the row."""
     start = time.monotonic()
     recorder = TrajectoryRecorder(spec.key, agent.name, agent.model_name, {"agent_id": spec.agent})
-    rollout = Rollout(budget=shape.budget, n_parts=shape.n_parts, recorder=recorder)
+    rollout = Rollout(budget=shape.budget, n_parts=shape.n_parts, recorder=recorder, information=shape.information)
     outcomes: list[StageOutcome] = []
     history: History | None = None
     error: str | None = None
