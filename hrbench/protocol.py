@@ -74,13 +74,6 @@ class CheckpointProtocol(Frozen):
     information: Literal["stage_given", "goal_only"] = "stage_given"
     budget: Budget = Budget()
 
-    @model_validator(mode="after")
-    def _supported(self) -> "CheckpointProtocol":
-        # Declared in DESIGN §6 but not built yet: refuse rather than silently run something else.
-        if self.state != "oracle_replay":
-            raise ValueError("checkpoint.state 'solution_conditioned' is not supported yet; use 'oracle_replay'")
-        return self
-
     def protocol_hash(self) -> str:
         """Short hash keying checkpoint trials: conditions sharing it share trials."""
         return sha256_json(self.model_dump(mode="json"))[:12]
@@ -238,8 +231,15 @@ class Study(Frozen):
 
     @property
     def needs_prefix_rollouts(self) -> bool:
-        """A `matched` checkpoint protocol takes its transcripts from rollouts run before the checkpoints."""
-        return any(p.history == "matched" for p in self.checkpoint_protocols().values())
+        """`matched` checkpoints take their transcripts, and `solution_conditioned` ones their workspace
+        states, from rollouts of the agent run before the checkpoints (never the compared natural rollouts)."""
+        return any(p.history == "matched" or p.state == "solution_conditioned"
+                   for p in self.checkpoint_protocols().values())
+
+    @property
+    def needs_agent_states(self) -> bool:
+        """Some checkpoint protocol starts from the agent's own passing states (the prefix rollouts save them)."""
+        return any(p.state == "solution_conditioned" for p in self.checkpoint_protocols().values())
 
     @model_validator(mode="after")
     def _runnable(self) -> "Study":

@@ -1,26 +1,41 @@
-"""Protects the checkpoint protocol variants: `information: goal_only` states the task's goal instead of
-the stage's instruction, in real sandboxes with real sim agents and verifiers."""
+"""Protects the checkpoint protocol variants, in real sandboxes with real sim agents and verifiers:
+`information: goal_only` states the task's goal instead of the stage's instruction; `state:
+solution_conditioned` starts stage i from a state the agent itself left after passing parts 1..i-1
+in a prefix rollout, and the sim truth of its q_i holds."""
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
-from hrbench.agents.sim import SimAgent
+import numpy as np
+import pytest
+import yaml
+from dagster import DagsterInstance
+from scipy.stats import beta
+
+from hrbench.agents.sim import DEFECT_FILE, SimAgent, conditioned_defects, sim_truth
 from hrbench.agents.specs import SimParams
+from hrbench.design import StudyDesign
+from hrbench.envs.base import SandboxError
 from hrbench.envs.local import LocalBackend
 from hrbench.harness.records import TrialSpec
 from hrbench.harness.trajectory import read_trajectory
-from hrbench.harness.trials import run_checkpoint_trial
-from hrbench.protocol import CheckpointProtocol
+from hrbench.harness.trials import run_checkpoint_trial, run_natural_trial
+from hrbench.protocol import CONDITIONS, CheckpointProtocol, load_study
+from hrbench.runner import TrialRunner
+from hrbench.stores import StudyStores
 from hrbench.tasks.loader import load_task
-from tests.conftest import TINY_TASK
+from pipelines.materialize import run_study
+from tests.conftest import FIXTURES, TINY_STUDY, TINY_TASK, stored_table
 
 ALWAYS = SimParams(skill=1.0)
 
 
-def _spec(stage: str, index: int = 0) -> TrialSpec:
+def _spec(stage: str | None, index: int = 0) -> TrialSpec:
     return TrialSpec(prereg_sha256="0" * 64, agent="sim", condition="baseline", protocol="p", task="tiny-chain",
-                     kind="checkpoint", stage=stage, trial_index=index)
+                     kind="checkpoint" if stage else "natural", stage=stage, trial_index=index)
 
 
 def _prompts(out: Path, record) -> list[str]:
@@ -61,3 +76,141 @@ def test_a_task_level_instruction_md_is_the_goal(tiny_task_copy: Path, tmp_path:
     assert prompt.endswith("Leave a report of the doubled seed plus one.")
     assert not any(s.instruction.strip() in prompt for s in task.stages)
     assert load_task(TINY_TASK).content_hash() != task.content_hash()  # a changed goal is a new task version
+
+
+SOLUTION_CONDITIONED = CheckpointProtocol(state="solution_conditioned")
+
+
+def test_solution_conditioned_starts_from_the_agents_own_passing_state_with_its_defects(tmp_path: Path):
+    task = load_task(TINY_TASK)
+    backend = LocalBackend(tmp_path / "cache")
+    always_defect = SimParams(skill=1.0, defect_rate=1.0, defect_penalty=50.0)  # a defect fails every later stage
+    prefix = run_natural_trial(_spec(None), task, SimAgent(always_defect), backend, CONDITIONS["baseline"],
+                               SOLUTION_CONDITIONED.budget, 1, trajectory_dir=tmp_path / "t",
+                               save_states=lambda done: f"p0/after-{done}")
+    assert prefix.stages_passed == 1  # part 1 passed (leaving a defect), part 2 met it and failed
+    saved = tmp_path / "cache" / "agent-states" / "p0"
+    assert sorted(p.name for p in saved.iterdir()) == ["after-1"]  # only passed boundaries are saved
+    assert (saved / "after-1" / DEFECT_FILE).read_text().split() == ["make"]
+    assert (saved / "after-1" / "a.txt").is_file()  # the agent's own output of part 1
+    own = run_checkpoint_trial(_spec("double"), task, SimAgent(always_defect), backend, SOLUTION_CONDITIONED, 1,
+                               trajectory_dir=tmp_path / "t", solution_state=lambda stage: f"p0/after-{stage}")
+    oracle = run_checkpoint_trial(_spec("double", 1), task, SimAgent(always_defect), backend, CheckpointProtocol(), 1,
+                                  trajectory_dir=tmp_path / "t")
+    assert oracle.passed and not own.passed and own.exit_reason == "failed"  # its own defect, found by looking
+    steps = read_trajectory(tmp_path / own.trajectory_path)["steps"]
+    assert any("solution-conditioned state: the agent's own state p0/after-1" in s["message"] for s in steps)
+    with pytest.raises(RuntimeError, match="needs a prefix rollout of agent 'sim' on task 'tiny-chain' that passed "
+                                           "parts 1-2; none is recorded"):
+        run_checkpoint_trial(_spec("report"), task, SimAgent(always_defect), backend, SOLUTION_CONDITIONED, 1,
+                             trajectory_dir=tmp_path / "t", solution_state=lambda stage: None)
+    with pytest.raises(SandboxError, match="no saved agent state 'p9/after-1'"):
+        backend.start(task, 1, "p9/after-1")
+
+
+def _conditioned_q_by_simulation(params: SimParams, first: int, reps: int, seed: int) -> float:
+    """The generative story coded on its own: prefix rollouts with defects, kept when parts 1..first pass,
+    then one checkpoint stage from each kept state (without context rot: it does not change the selection)."""
+    rng = np.random.default_rng(seed)
+    passed = tried = 0
+    for _ in range(reps):
+        defects, ok = 0, True
+        for _stage in range(first):
+            if rng.random() >= params.skill * math.exp(-params.defect_penalty * defects):
+                ok = False
+                break
+            defects += rng.random() < params.defect_rate
+        if ok:
+            tried += 1
+            passed += rng.random() < params.skill * math.exp(-params.defect_penalty * defects)
+    return passed / tried
+
+
+@pytest.mark.parametrize("first", [1, 2, 3])
+def test_solution_conditioned_truth_matches_the_generative_story(first: int):
+    params = SimParams(skill=0.95, defect_rate=0.5, defect_penalty=1.5)
+    closed = params.skill * conditioned_defects(params, first)
+    assert _conditioned_q_by_simulation(params, first, 60_000, seed=first) == pytest.approx(closed, abs=0.01)
+    # selection on passing matters: the unconditioned expectation (1 - delta + delta e^-kappa)^first is lower
+    if first > 1:
+        assert closed > params.skill * (1 - 0.5 + 0.5 * math.exp(-1.5)) ** first + 0.01
+
+
+DEFECTIVE = {"id": "defective", "kind": "sim", "sim": {"skill": 0.95, "defect_rate": 0.5, "defect_penalty": 1.5}}
+
+
+def _run(tmp_path_factory, name: str, m: int) -> Path:
+    study = yaml.safe_load(TINY_STUDY.read_text())
+    study["tasks"]["registry"] = str(FIXTURES / "registry")
+    study["agents"] = [DEFECTIVE]
+    study["checkpoint"] = {"state": "solution_conditioned"}
+    study["sensitivity"] = {"protocols": [{"state": "oracle_replay"}]}  # the oracle-state trials beside them
+    study["trials"] = {"checkpoint": m, "natural": 6}
+    root = tmp_path_factory.mktemp(name)
+    path = root / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    run_study(path, root / "out", instance=DagsterInstance.ephemeral(), progress=False)
+    return root
+
+
+@pytest.fixture(scope="module")
+def conditioned_run(tmp_path_factory) -> Path:
+    return _run(tmp_path_factory, "conditioned", 8)
+
+
+@pytest.fixture(scope="module")
+def conditioned_many(tmp_path_factory) -> Path:
+    return _run(tmp_path_factory, "conditioned-many", 40)
+
+
+def test_a_solution_conditioned_study_runs_end_to_end_from_prefix_rollouts(conditioned_run: Path):
+    out = conditioned_run / "out"
+    study = load_study(conditioned_run / "study.yaml").study
+    assert study.needs_prefix_rollouts and study.needs_agent_states
+    summary = json.loads((out / "summary.json").read_text())
+    assert {r["agent"] for r in summary["residuals"] if r["scope"] == "all"} == {"defective"}
+    prefixes = stored_table(out, "tables/prefix_rollouts/defective/tiny-chain.parquet")
+    checkpoints = stored_table(out, "tables/checkpoint_trials/defective/tiny-chain.parquet")
+    natural = stored_table(out, "tables/baseline/natural_trials/defective/tiny-chain.parquet")
+    assert len(prefixes) == 8 and (checkpoints["exit_reason"] != "harness_error").all()
+    # The states come from the prefix rollouts, never from the natural rollouts a prediction is compared with.
+    assert not set(prefixes["trial_key"]) & set(natural["trial_key"])
+    conditioned = study.checkpoint_protocol("baseline").protocol_hash()
+    later = checkpoints[(checkpoints["protocol"] == conditioned) & (checkpoints["stage"] == "report")].iloc[0]
+    steps = read_trajectory(out / later["trajectory_path"])["steps"]
+    assert any("solution-conditioned state: the agent's own state" in s["message"] for s in steps)
+
+
+@pytest.mark.slow  # 40 prefix rollouts and 240 checkpoint trials (~1 min on 2 busy cores)
+def test_solution_conditioned_q_is_lower_for_a_defect_leaving_agent_and_holds_its_truth(conditioned_many: Path):
+    """Checkpoint trials sharing a prefix state are not independent draws of q_i, so a binomial interval
+    is narrower than the truth's sampling spread: 40 prefixes keep that small."""
+    study = load_study(conditioned_many / "study.yaml").study
+    task = load_task(FIXTURES / "registry" / "tiny-chain")
+    checkpoints = stored_table(conditioned_many / "out", "tables/checkpoint_trials/defective/tiny-chain.parquet")
+    params = study.agent("defective").sim
+    for protocol in study.checkpoint_protocols().values():
+        truth = sim_truth(params, task, CONDITIONS["baseline"], protocol).q
+        rows = checkpoints[checkpoints["protocol"] == protocol.protocol_hash()]
+        for stage in task.stages:
+            passed = rows[rows["stage"] == stage.name]["passed"]
+            k, m = int(passed.sum()), len(passed)
+            low, high = beta.ppf([0.025, 0.975], k + 0.5, m - k + 0.5)  # Jeffreys, as the study's zero rule
+            assert low <= truth[stage.index] <= high, (protocol.state, stage.name, k, m, truth)
+    rate = checkpoints[checkpoints["stage"] != "make"].groupby("protocol")["passed"].mean()
+    oracle = CheckpointProtocol(state="oracle_replay").protocol_hash()
+    conditioned = study.checkpoint_protocol("baseline").protocol_hash()
+    assert rate[conditioned] < rate[oracle] - 0.2  # its own defects lower q_2, q_3 (truth 0.58, 0.50 vs 0.95)
+
+
+def test_the_docker_backend_refuses_solution_conditioned_naming_local(tmp_path: Path):
+    study = yaml.safe_load(TINY_STUDY.read_text())
+    study["tasks"]["registry"] = str(FIXTURES / "registry")
+    study["checkpoint"] = {"state": "solution_conditioned"}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    runner = TrialRunner(StudyDesign.from_file(path), StudyStores(tmp_path / "out"), backend="docker", progress=False)
+    for run in (runner.run_prefix_rollouts, runner.run_checkpoint_trials):
+        with pytest.raises(SandboxError, match="backend 'docker'.*run the study on the 'local' backend"):
+            run("steady", "tiny-chain")
+    assert not (tmp_path / "out" / "journal").exists()  # refused before any trial ran
