@@ -634,8 +634,9 @@ class LocalBackend:
             self.check_supported(task)
             snapshot = self._agent_state_dir(state)
             if not snapshot.is_dir():
-                raise SandboxError(f"task {task.name!r}: no saved agent state {state!r} under "
-                                   f"{snapshot.parent}; rerun the study's prefix_rollouts to rebuild it")
+                raise SandboxError(f"task {task.name!r}: no saved agent state {state!r} under {snapshot.parent} "
+                                   "(its prefix rollout is journaled but the cache was cleared?); remove the study's "
+                                   "prefix journal of this agent and task so its prefix_rollouts run again")
         self.scratch_dir.mkdir(parents=True, exist_ok=True)
         workspace = area_tempdir("ws", self.scratch_dir)
         mounted = mount_sized_tmpfs(workspace, self.limits.workspace_mb)
