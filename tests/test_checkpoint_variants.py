@@ -1,7 +1,8 @@
 """Protects the checkpoint protocol variants, in real sandboxes with real sim agents and verifiers:
 `information: goal_only` states the task's goal instead of the stage's instruction; `state:
 solution_conditioned` starts stage i from a state the agent itself left after passing parts 1..i-1
-in a prefix rollout, and the sim truth of its q_i holds."""
+in a prefix rollout, and the sim truth of its q_i holds; `budget_rule: aggregate_matched` splits the
+natural rollout's trial-wide caps over the stages, and resource accounting sets the rules side by side."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from dagster import DagsterInstance
 from scipy.stats import beta
 
 from hrbench.agents.sim import DEFECT_FILE, SimAgent, conditioned_defects, sim_truth
+from hrbench import analysis
 from hrbench.agents.specs import SimParams
 from hrbench.design import StudyDesign
 from hrbench.envs.base import SandboxError
@@ -23,7 +26,7 @@ from hrbench.envs.local import LocalBackend
 from hrbench.harness.records import TrialSpec
 from hrbench.harness.trajectory import read_trajectory
 from hrbench.harness.trials import run_checkpoint_trial, run_natural_trial
-from hrbench.protocol import CONDITIONS, CheckpointProtocol, load_study
+from hrbench.protocol import CONDITIONS, Budget, CheckpointProtocol, StudyError, load_study
 from hrbench.runner import TrialRunner
 from hrbench.stores import StudyStores
 from hrbench.tasks.loader import load_task
@@ -214,3 +217,76 @@ def test_the_docker_backend_refuses_solution_conditioned_naming_local(tmp_path: 
         with pytest.raises(SandboxError, match="backend 'docker'.*run the study on the 'local' backend"):
             run("steady", "tiny-chain")
     assert not (tmp_path / "out" / "journal").exists()  # refused before any trial ran
+
+
+
+def _aggregate(**caps) -> CheckpointProtocol:
+    return CheckpointProtocol(budget=Budget(**caps), budget_rule="aggregate_matched")
+
+
+@pytest.mark.parametrize("k, total", [(3, 10), (3, 3), (5, 7), (4, 1), (1, 9)])
+def test_aggregate_matched_stage_budgets_sum_to_the_natural_rollouts(k: int, total: int):
+    protocol = _aggregate(task_max_turns=total, task_max_tokens=100 * total + 1, task_timeout_sec=30.0)
+    shares = [protocol.stage_budget(k, [i]) for i in range(k)]
+    assert sum(b.task_max_turns for b in shares) == total
+    assert sum(b.task_max_tokens for b in shares) == 100 * total + 1
+    assert sum(b.task_timeout_sec for b in shares) == pytest.approx(30.0)
+    assert max(b.task_max_turns for b in shares) - min(b.task_max_turns for b in shares) <= 1  # evenly
+    assert all(b.max_turns == protocol.budget.max_turns for b in shares)  # per-stage caps as declared
+    if k > 1:  # a merged segment gets the sum of its stages' shares
+        assert protocol.stage_budget(k, [0, 1]).task_max_turns == shares[0].task_max_turns + shares[1].task_max_turns
+    declared = CheckpointProtocol(budget=protocol.budget)
+    assert declared.stage_budget(k, [0]) == declared.budget  # equal_per_stage: each trial the whole budget
+    assert declared.protocol_hash() != protocol.protocol_hash()
+
+
+def test_the_default_budget_rule_keeps_the_trial_keys_of_before():
+    assert CheckpointProtocol().protocol_hash() == "00e6a7d679eb"  # main before budget_rule existed
+
+
+def test_aggregate_matched_without_a_trial_wide_cap_is_refused_at_load(tmp_path: Path):
+    for body in ("checkpoint: {budget_rule: aggregate_matched}\n",
+                 "sensitivity: {protocols: [{budget_rule: aggregate_matched}]}\n"):
+        path = tmp_path / "s.yaml"
+        path.write_text("name: x\nagents: [{id: a, kind: sim}]\n" + body)
+        with pytest.raises(StudyError, match="declare checkpoint.budget.task_max_turns"):
+            load_study(path)
+
+
+def test_an_aggregate_matched_share_binds_the_checkpoint_trial_in_the_sandbox(tmp_path: Path):
+    task = load_task(TINY_TASK)
+    backend = LocalBackend(tmp_path / "cache")
+    looker = SimParams(skill=1.0, defect_penalty=0.1)  # looks at its workspace first: 2 turns a stage
+    caps = dict(task_max_turns=3)  # the natural rollout's 3 turns: 1 per stage when split
+    split = run_checkpoint_trial(_spec("double"), task, SimAgent(looker), backend, _aggregate(**caps), 1,
+                                 trajectory_dir=tmp_path / "t")
+    whole = run_checkpoint_trial(_spec("double", 1), task, SimAgent(looker), backend,
+                                 CheckpointProtocol(budget=Budget(**caps)), 1, trajectory_dir=tmp_path / "t")
+    assert whole.passed and whole.turns == 2
+    assert not split.passed and split.exit_reason == "turn_cap" and split.turns == 1
+    (prompt,) = _prompts(tmp_path, split)
+    assert "You have at most 1 turns for this task" in prompt  # the share is what the agent is told
+
+
+def test_resource_accounting_sets_the_budget_rules_side_by_side(tmp_path: Path):
+    study = yaml.safe_load(TINY_STUDY.read_text())
+    study["tasks"]["registry"] = str(FIXTURES / "registry")
+    study["checkpoint"] = {"budget": {"task_max_turns": 3}}  # split: 1 turn a stage; the agent needs 2
+    study["sensitivity"] = {"protocols": [{"budget_rule": "aggregate_matched"}]}
+    study["trials"] = {"checkpoint": 2, "natural": 2}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    design = StudyDesign.from_file(path)
+    runner = TrialRunner(design, StudyStores(tmp_path / "out"), progress=False)
+    checkpoint = pd.DataFrame([r.model_dump() for r in runner.run_checkpoint_trials("rotting", "tiny-chain")])
+    natural = pd.DataFrame([r.model_dump() for r in runner.run_natural_trials("rotting", "tiny-chain")])
+    table = analysis.resource_accounting(design, "rotting", checkpoint, natural)
+    rows = {(r.condition, r.kind, r.budget_rule if isinstance(r.budget_rule, str) else None): r
+            for r in table.itertuples()}
+    assert set(rows) == {("baseline", "checkpoint", "equal_per_stage"), ("baseline", "natural", None),
+                         ("sensitivity", "checkpoint", "aggregate_matched")}
+    equal, split = rows[("baseline", "checkpoint", "equal_per_stage")], rows[("sensitivity", "checkpoint",
+                                                                             "aggregate_matched")]
+    assert equal.trials == split.trials == 3 * 2 and equal.harness_errors == split.harness_errors == 0
+    assert (equal.turns, split.turns) == (3 * 2 * 2, 3 * 2 * 1)  # each stage's trials: 2 turns, or the 1-turn share
+    assert rows[("baseline", "natural", None)].trials == 2

@@ -111,8 +111,9 @@ def checkpoint_shape(task: Task, stages: tuple[Stage, ...], protocol: Checkpoint
         trial.rollout.recorder.system("next part of the merged checkpoint segment (history kept)",
                                       next_stage.index)
 
+    budget = protocol.stage_budget(task.n_stages, [s.index for s in stages])
     return TrialShape(start_stage=stage.index, stages=stages, history_policy=protocol.history,
-                      budget=protocol.budget, n_parts=len(stages), prepare=prepare, boundary=boundary,
+                      budget=budget, n_parts=len(stages), prepare=prepare, boundary=boundary,
                       last_stage_of_task=stages[-1].index == task.n_stages - 1, information=protocol.information,
                       start_state=start_state)
 
