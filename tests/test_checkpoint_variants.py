@@ -17,7 +17,7 @@ import yaml
 from dagster import DagsterInstance
 from scipy.stats import beta
 
-from hrbench.agents.sim import DEFECT_FILE, SimAgent, conditioned_defects, sim_truth
+from hrbench.agents.sim import DEFECT_FILE, SimAgent, conditioned_defects, segment_truth, sim_truth
 from hrbench import analysis
 from hrbench.agents.specs import SimParams
 from hrbench.design import StudyDesign
@@ -139,6 +139,30 @@ def test_solution_conditioned_truth_matches_the_generative_story(first: int):
         assert closed > params.skill * (1 - 0.5 + 0.5 * math.exp(-1.5)) ** first + 0.01
 
 
+def test_a_merged_segment_from_the_agents_own_state_matches_the_generative_story():
+    """Stages 2+3 merged, started from the agent's state after passing part 1: every stage of the segment
+    meets the inherited defects, and a defect left inside the segment lowers its later stage."""
+    params = SimParams(skill=0.95, defect_rate=0.5, defect_penalty=1.5)
+    rng = np.random.default_rng(7)
+    passed = tried = 0
+    for _ in range(60_000):
+        if rng.random() >= params.skill:  # the prefix rollout's part 1
+            continue
+        defects = int(rng.random() < params.defect_rate)
+        tried += 1
+        ok = True
+        for _stage in range(2):
+            if rng.random() >= params.skill * math.exp(-params.defect_penalty * defects):
+                ok = False
+                break
+            defects += rng.random() < params.defect_rate
+        passed += ok
+    task = load_task(TINY_TASK)
+    closed = segment_truth(params, task, [1, 2], SOLUTION_CONDITIONED)
+    assert passed / tried == pytest.approx(closed, abs=0.01)
+    assert closed < segment_truth(params, task, [1, 2], CheckpointProtocol()) - 0.1
+
+
 DEFECTIVE = {"id": "defective", "kind": "sim", "sim": {"skill": 0.95, "defect_rate": 0.5, "defect_penalty": 1.5}}
 
 
@@ -182,6 +206,8 @@ def test_a_solution_conditioned_study_runs_end_to_end_from_prefix_rollouts(condi
     later = checkpoints[(checkpoints["protocol"] == conditioned) & (checkpoints["stage"] == "report")].iloc[0]
     steps = read_trajectory(out / later["trajectory_path"])["steps"]
     assert any("solution-conditioned state: the agent's own state" in s["message"] for s in steps)
+    rate = checkpoints[checkpoints["stage"] != "make"].groupby("protocol")["passed"].mean()
+    assert rate[conditioned] < rate[CheckpointProtocol().protocol_hash()]  # its own defects came with its states
 
 
 @pytest.mark.slow  # 40 prefix rollouts and 240 checkpoint trials (~1 min on 2 busy cores)
