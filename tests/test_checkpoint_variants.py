@@ -166,13 +166,13 @@ def test_a_merged_segment_from_the_agents_own_state_matches_the_generative_story
 DEFECTIVE = {"id": "defective", "kind": "sim", "sim": {"skill": 0.95, "defect_rate": 0.5, "defect_penalty": 1.5}}
 
 
-def _run(tmp_path_factory, name: str, m: int) -> Path:
+def _run(tmp_path_factory, name: str, m: int, natural: int = 6) -> Path:
     study = yaml.safe_load(TINY_STUDY.read_text())
     study["tasks"]["registry"] = str(FIXTURES / "registry")
     study["agents"] = [DEFECTIVE]
     study["checkpoint"] = {"state": "solution_conditioned"}
     study["sensitivity"] = {"protocols": [{"state": "oracle_replay"}]}  # the oracle-state trials beside them
-    study["trials"] = {"checkpoint": m, "natural": 6}
+    study["trials"] = {"checkpoint": m, "natural": natural}
     root = tmp_path_factory.mktemp(name)
     path = root / "study.yaml"
     path.write_text(yaml.safe_dump(study))
@@ -182,7 +182,7 @@ def _run(tmp_path_factory, name: str, m: int) -> Path:
 
 @pytest.fixture(scope="module")
 def conditioned_run(tmp_path_factory) -> Path:
-    return _run(tmp_path_factory, "conditioned", 8)
+    return _run(tmp_path_factory, "conditioned", 6, natural=2)
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +199,7 @@ def test_a_solution_conditioned_study_runs_end_to_end_from_prefix_rollouts(condi
     prefixes = stored_table(out, "tables/prefix_rollouts/defective/tiny-chain.parquet")
     checkpoints = stored_table(out, "tables/checkpoint_trials/defective/tiny-chain.parquet")
     natural = stored_table(out, "tables/baseline/natural_trials/defective/tiny-chain.parquet")
-    assert len(prefixes) == 8 and (checkpoints["exit_reason"] != "harness_error").all()
+    assert len(prefixes) == 6 and (checkpoints["exit_reason"] != "harness_error").all()
     # The states come from the prefix rollouts, never from the natural rollouts a prediction is compared with.
     assert not set(prefixes["trial_key"]) & set(natural["trial_key"])
     conditioned = study.checkpoint_protocol("baseline").protocol_hash()
