@@ -507,20 +507,29 @@ def sensitivity_verdicts(sweep: pd.DataFrame) -> pd.DataFrame:
 
 def resource_accounting(design: StudyDesign, agent: str, checkpoint: pd.DataFrame, natural: pd.DataFrame) -> pd.DataFrame:
     """Turns, tokens, wall time and cost per condition and trial kind, side by side (shared checkpoint
-    trials are counted once, under every condition whose prediction uses them)."""
+    trials are counted once, under every condition whose prediction uses them).
+
+    A checkpoint protocol only the sensitivity sweep runs (another budget rule, say) gets its own
+    `sensitivity` row, so the budgets' costs stand beside each other; `budget_rule` says which rule a
+    checkpoint row's trials ran under."""
     study = design.study
     checkpoint = checkpoint[checkpoint["prereg_sha256"] == design.prereg_sha256]
     natural = natural[natural["prereg_sha256"] == design.prereg_sha256]
+    protocols = study.checkpoint_protocols()
+    used = {study.checkpoint_protocol(c).protocol_hash() for c in study.condition_names}
+    sides: list[tuple[str, str, str | None]] = []
+    for c in study.condition_names:
+        sides += [(c, "checkpoint", study.checkpoint_protocol(c).protocol_hash()), (c, "natural", None)]
+    sides += [("sensitivity", "checkpoint", h) for h in protocols if h not in used]
     rows = []
-    for condition in study.condition_names:
-        phash = study.checkpoint_protocol(condition).protocol_hash()
-        for kind, trials in (("checkpoint", checkpoint[checkpoint["protocol"] == phash]),
-                             ("natural", natural[natural["condition"] == condition])):
-            rows.append({
-                "agent": agent, "condition": condition, "kind": kind, "trials": int(len(trials)),
-                "turns": int(trials["turns"].sum()), "tokens_in": int(trials["tokens_in"].sum()),
-                "tokens_out": int(trials["tokens_out"].sum()), "wall_s": float(trials["wall_s"].sum()),
-                "cost_usd": float(trials["cost_usd"].sum()), "harness_errors": harness_errors(trials),
-                "shared_protocol": phash if kind == "checkpoint" else None,
-            })
+    for condition, kind, phash in sides:
+        trials = checkpoint[checkpoint["protocol"] == phash] if kind == "checkpoint" \
+            else natural[natural["condition"] == condition]
+        rows.append({
+            "agent": agent, "condition": condition, "kind": kind, "trials": int(len(trials)),
+            "turns": int(trials["turns"].sum()), "tokens_in": int(trials["tokens_in"].sum()),
+            "tokens_out": int(trials["tokens_out"].sum()), "wall_s": float(trials["wall_s"].sum()),
+            "cost_usd": float(trials["cost_usd"].sum()), "harness_errors": harness_errors(trials),
+            "shared_protocol": phash, "budget_rule": protocols[phash].budget_rule if phash else None,
+        })
     return design.stamp(pd.DataFrame(rows))

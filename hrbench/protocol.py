@@ -66,6 +66,9 @@ class Budget(Frozen):
     task_max_tokens: int | None = Field(None, ge=1, description="model tokens (in + out) per rollout (trial)")
 
 
+BudgetRule = Literal["equal_per_stage", "aggregate_matched"]
+
+
 class CheckpointProtocol(Frozen):
     """How a stage is started in checkpoint trials (DESIGN §6)."""
 
@@ -73,19 +76,49 @@ class CheckpointProtocol(Frozen):
     history: Literal["fresh", "matched", "compacted"] = "fresh"
     information: Literal["stage_given", "goal_only"] = "stage_given"
     budget: Budget = Budget()
+    budget_rule: BudgetRule = Field(
+        "equal_per_stage", description="equal_per_stage: every checkpoint trial gets `budget` as declared; "
+        "aggregate_matched: the trial-wide caps are split over the task's stages (`stage_budget`)")
 
     @model_validator(mode="after")
-    def _supported(self) -> "CheckpointProtocol":
-        # Declared in DESIGN §6 but not built yet: refuse rather than silently run something else.
-        if self.state != "oracle_replay":
-            raise ValueError("checkpoint.state 'solution_conditioned' is not supported yet; use 'oracle_replay'")
-        if self.information != "stage_given":
-            raise ValueError("checkpoint.information 'goal_only' is not supported yet; use 'stage_given'")
+    def _aggregate_has_something_to_split(self) -> "CheckpointProtocol":
+        b = self.budget
+        if self.budget_rule == "aggregate_matched" and (b.task_max_turns, b.task_timeout_sec, b.task_max_tokens) \
+                == (None, None, None):
+            raise ValueError("budget_rule 'aggregate_matched' splits the natural rollout's trial-wide caps over its "
+                             "stages; declare checkpoint.budget.task_max_turns, task_timeout_sec or task_max_tokens "
+                             "(without them the split is the per-stage budget, i.e. 'equal_per_stage')")
         return self
+
+    def stage_budget(self, n_stages: int, indices: list[int]) -> Budget:
+        """The budget of a checkpoint trial of these stages (one, or a merged segment) of an n-stage task.
+
+        `aggregate_matched`: each trial-wide cap of the natural rollout (task_max_turns, task_timeout_sec,
+        task_max_tokens) is split evenly over the k stages — turns and tokens in whole units, the
+        remainder to the earliest stages — so the k stage budgets sum to exactly the natural rollout's;
+        a merged segment gets the sum of its stages' shares; per-stage caps stay as declared (they bind
+        the natural rollout's stages too). A share of 0 turns or tokens fails that stage unstarted, as
+        a natural rollout whose trial-wide cap is spent does."""
+        b = self.budget
+        if self.budget_rule == "equal_per_stage":
+            return b
+
+        def share(total: int) -> int:
+            return sum(total // n_stages + (1 if i < total % n_stages else 0) for i in indices)
+
+        # model_copy, not validation: a share may be 0 (the Budget fields' ge=1 is for declared caps)
+        return b.model_copy(update={
+            "task_max_turns": None if b.task_max_turns is None else share(b.task_max_turns),
+            "task_max_tokens": None if b.task_max_tokens is None else share(b.task_max_tokens),
+            "task_timeout_sec": None if b.task_timeout_sec is None else b.task_timeout_sec * len(indices) / n_stages,
+        })
 
     def protocol_hash(self) -> str:
         """Short hash keying checkpoint trials: conditions sharing it share trials."""
-        return sha256_json(self.model_dump(mode="json"))[:12]
+        fields = self.model_dump(mode="json")
+        if fields["budget_rule"] == "equal_per_stage":  # the rule before there was a choice: the same keys as then
+            del fields["budget_rule"]
+        return sha256_json(fields)[:12]
 
 
 class CheckpointVariant(Frozen):
@@ -94,6 +127,7 @@ class CheckpointVariant(Frozen):
     state: Literal["oracle_replay", "solution_conditioned"] | None = None
     history: Literal["fresh", "matched", "compacted"] | None = None
     information: Literal["stage_given", "goal_only"] | None = None
+    budget_rule: BudgetRule | None = None
 
     def apply(self, declared: CheckpointProtocol) -> CheckpointProtocol:
         changes = {k: v for k, v in self.model_dump().items() if v is not None}
@@ -240,8 +274,15 @@ class Study(Frozen):
 
     @property
     def needs_prefix_rollouts(self) -> bool:
-        """A `matched` checkpoint protocol takes its transcripts from rollouts run before the checkpoints."""
-        return any(p.history == "matched" for p in self.checkpoint_protocols().values())
+        """`matched` checkpoints take their transcripts, and `solution_conditioned` ones their workspace
+        states, from rollouts of the agent run before the checkpoints (never the compared natural rollouts)."""
+        return any(p.history == "matched" or p.state == "solution_conditioned"
+                   for p in self.checkpoint_protocols().values())
+
+    @property
+    def needs_agent_states(self) -> bool:
+        """Some checkpoint protocol starts from the agent's own passing states (the prefix rollouts save them)."""
+        return any(p.state == "solution_conditioned" for p in self.checkpoint_protocols().values())
 
     @model_validator(mode="after")
     def _runnable(self) -> "Study":
@@ -250,6 +291,15 @@ class Study(Frozen):
         if looks and cap is not None and cap < 2:
             raise ValueError(f"sim agents {looks} look at their workspace before acting (2 turns per stage); "
                              "checkpoint.budget.max_turns must be at least 2 for their truth to hold")
+        return self
+
+    @model_validator(mode="after")
+    def _protocols_apply(self) -> "Study":
+        try:  # a condition's or the sweep's variant of the declared protocol must itself be a valid protocol
+            self.checkpoint_protocols()
+        except ValidationError as exc:
+            raise ValueError(f"a checkpoint variant (conditions or sensitivity.protocols) gives an invalid protocol: "
+                             f"{describe_validation_error(exc)}") from None
         return self
 
     @model_validator(mode="after")

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from hrbench.agents.base import Message
 from hrbench.agents.factory import make_agent
 from hrbench.design import StudyDesign, segments, unit_name
+from hrbench.envs.base import SandboxError
 from hrbench.envs.registry import Backend, BackendOptions, make_backend
 from hrbench.harness.journal import run_trials
 from hrbench.harness.records import TrialRecord, TrialSpec
@@ -89,7 +90,8 @@ class TrialRunner:
         ]
 
     def prefix_specs(self, agent: str, task: str) -> list[TrialSpec]:
-        """Rollouts whose transcripts `matched` checkpoints start from: one per checkpoint trial index.
+        """Rollouts whose transcripts `matched` checkpoints and whose passing workspace states
+        `solution_conditioned` checkpoints start from: one per checkpoint trial index.
 
         They run before the checkpoint trials, under full history and own state, and their outcomes
         never enter P_observed: the natural rollouts a prediction is compared with are a separate
@@ -105,10 +107,13 @@ class TrialRunner:
 
     def run_prefix_rollouts(self, agent: str, task: str) -> list[TrialRecord]:
         study, t = self.design.study, self.design.task(task)
+        self._check_agent_states()
 
         def execute(spec: TrialSpec) -> TrialRecord:
+            save = functools.partial(self.agent_state_name, spec) if study.needs_agent_states else None
             return run_natural_trial(spec, t, make_agent(study.agent(agent)), self.backend, CONDITIONS["baseline"],
-                                     study.checkpoint.budget, study.seed, trajectory_dir=self.stores.trajectory_dir)
+                                     study.checkpoint.budget, study.seed, trajectory_dir=self.stores.trajectory_dir,
+                                     save_states=save)
 
         return run_trials(self.prefix_specs(agent, task), execute, self._journal("prefix", agent, task),
                           study.concurrency, f"prefix rollouts {agent} {task}", self.progress)
@@ -122,12 +127,14 @@ class TrialRunner:
     def run_checkpoint_trials(self, agent: str, task: str) -> list[TrialRecord]:
         study, t = self.design.study, self.design.task(task)
         protocols = study.checkpoint_protocols()
+        self._check_agent_states()
 
         def execute(spec: TrialSpec) -> TrialRecord:
             return run_checkpoint_trial(spec, t, make_agent(study.agent(agent)), self.backend,
                                         protocols[spec.protocol], study.seed,
                                         trajectory_dir=self.stores.trajectory_dir,
-                                        matched_prefix=lambda stage: self.matched_prefix(spec, stage))
+                                        matched_prefix=lambda stage: self.matched_prefix(spec, stage),
+                                        solution_state=lambda stage: self.solution_state(spec, stage))
 
         return run_trials(self.checkpoint_specs(agent, task), execute, self._journal("checkpoint", agent, task),
                           study.concurrency, f"checkpoint {agent} {task}", self.progress)
@@ -151,10 +158,35 @@ class TrialRunner:
     def _journal(self, kind: str, agent: str, task: str, condition: str | None = None):
         return self.stores.journal(self.design.prereg_sha256, kind, agent, task, condition)
 
+    def _prefix_rows(self, spec: TrialSpec) -> list[TrialRecord]:
+        """This agent's journaled prefix rollouts on the spec's task, in a fixed order (a resume picks the same)."""
+        return sorted((r for r in self._journal("prefix", spec.agent, spec.task).load().values()
+                       if r.trajectory_path), key=lambda r: r.trial_key)
+
     def matched_prefix(self, spec: TrialSpec, stage_index: int) -> list[Message] | None:
         """A `matched` checkpoint's transcript: from this agent's journaled prefix rollouts (never the
         natural rollouts a prediction is compared with)."""
-        rows = sorted((r for r in self._journal("prefix", spec.agent, spec.task).load().values()
-                       if r.trajectory_path), key=lambda r: r.trial_key)
+        rows = self._prefix_rows(spec)
         paths = [self.stores.trajectory_file(r.trajectory_path) for r in rows if r.stages_passed >= stage_index]
         return load_matched_prefix([p for p in paths if p is not None], stage_index, spec.trial_index)
+
+    def agent_state_name(self, spec: TrialSpec, stages_passed: int) -> str:
+        """Where a prefix rollout keeps its state after `stages_passed` passed stages (in the backend's cache)."""
+        return f"{spec.prereg_sha256[:16]}/{spec.agent}/{self.design.task(spec.task).slug}/" \
+               f"prefix-{spec.trial_index}/after-{stages_passed}"
+
+    def solution_state(self, spec: TrialSpec, stage_index: int) -> str | None:
+        """A `solution_conditioned` checkpoint's e_{i-1}: checkpoint trial j of stage i starts from the state
+        of passing prefix rollout (j mod n_passing), in the order `matched_prefix` uses (so a study
+        both matched and solution-conditioned takes transcript and state from the same rollout)."""
+        passing = [r for r in self._prefix_rows(spec) if r.stages_passed >= stage_index]
+        if not passing:
+            return None
+        chosen = passing[spec.trial_index % len(passing)]
+        return self.agent_state_name(chosen, stage_index)
+
+    def _check_agent_states(self) -> None:
+        if self.design.study.needs_agent_states and not self.backend.saves_agent_states:
+            raise SandboxError(f"environment backend {self.backend_name!r}: checkpoint.state 'solution_conditioned' "
+                               "starts checkpoints from the agent's own saved workspaces, which this backend does "
+                               "not keep; run the study on the 'local' backend, or use state 'oracle_replay'")

@@ -1,5 +1,5 @@
 """Protects `matched` checkpoints in a study: the transcripts come from prefix rollouts run before the
-checkpoints, the prediction is still fixed before the natural rollouts it is compared with, and the
+checkpoints (so do `solution_conditioned` checkpoints' states), the prediction is still fixed before the natural rollouts it is compared with, and the
 evidence-order check still blocks natural trials that precede their expected success."""
 
 from __future__ import annotations
@@ -45,8 +45,20 @@ def test_a_matched_study_runs_end_to_end(matched_study: Path, tmp_path: Path):
     assert any("matched history: transcript prefix" in s["message"] for s in steps)
 
 
-def test_natural_trials_before_their_expected_success_are_still_blocked(matched_study: Path, tmp_path: Path):
-    defs = build_definitions(matched_study, tmp_path)
+@pytest.fixture(scope="module")
+def conditioned_study(tmp_path_factory) -> Path:
+    study = yaml.safe_load(TINY_STUDY.read_text())
+    study["tasks"]["registry"] = str(FIXTURES / "registry")
+    study["checkpoint"] = {"state": "solution_conditioned"}
+    study["trials"] = {"checkpoint": 4, "natural": 6}
+    path = tmp_path_factory.mktemp("conditioned") / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    return path
+
+
+@pytest.mark.parametrize("which", ["matched_study", "conditioned_study"])
+def test_natural_trials_before_their_expected_success_are_still_blocked(which: str, request, tmp_path: Path):
+    defs = build_definitions(request.getfixturevalue(which), tmp_path)
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(AGENTS.name, ["steady"])
     partition = str(MultiPartitionKey({"agent": "steady", "task": "tiny-chain"}))

@@ -42,7 +42,7 @@ def test_interventions_study_declares_three_sim_agents_and_four_conditions():
     ("name: x\nagents: [{id: a, kind: sim}]\nsensitivity: {zero_rules: [laplace]}\n", "sensitivity.zero_rules"),
     ("name: x\nagents: [{id: a, kind: sim}, {id: a, kind: nop}]\n", "agent ids must be unique"),
     ("name: x\nagents: [{id: A!, kind: sim}]\n", "agents.0.sim.id"),
-    ("name: x\nagents: [{id: a, kind: sim}]\ncheckpoint: {state: solution_conditioned}\n", "not supported yet"),
+    ("name: x\nagents: [{id: a, kind: sim}]\ncheckpoint: {state: agent_built}\n", "checkpoint.state"),
     ("name: x\nagents: [{id: a, kind: sim}]\nquadrant: {high: 0.2, low: 0.5}\n", "quadrant.low must be below"),
     ("name: x\nagents: [{id: a, kind: sim}]\ntrials: {checkpoint: 0}\n", "trials.checkpoint"),
     ("name: x\nagents: [{id: a, kind: sim, sim: {defect_penalty: 1}}]\ncheckpoint: {budget: {max_turns: 1}}\n",

@@ -122,8 +122,31 @@ def _history_weight(policy: str, retention: float) -> float:
     return {"full": 1.0, "matched": 1.0, "reset": 0.0, "compact": retention}[canonical_policy(policy)]
 
 
+def conditioned_defects(params: SimParams, first: int, length: int = 1) -> float:
+    """E[exp(-kappa * length * D)] over the defects D the agent's own state after passing parts 1..first holds.
+
+    A solution-conditioned checkpoint starts from the state a prefix rollout (full history, own
+    state) left after passing stages 0..first-1. Stage j leaves a defect B_j ~ Bernoulli(delta) when
+    it passes, and that defect multiplies each of the first-1-j later prefix stages by e^{-kappa}:
+    given that all of them passed, the B_j are independent with
+    P(B_j = 1 | passed) = delta e^{-kappa(first-1-j)} / (1 - delta + delta e^{-kappa(first-1-j)})
+    (selection on passing: the passing prefixes hold fewer defects than unconditioned ones). Every
+    one of a segment's `length` stages meets all D of them, hence kappa * length.
+    """
+    delta, kappa = params.defect_rate, params.defect_penalty
+    factor = 1.0
+    for j in range(first):
+        weight = delta * math.exp(-kappa * (first - 1 - j))
+        present = weight / (1 - delta + weight)
+        factor *= 1 - present + present * math.exp(-kappa * length)
+    return factor
+
+
 def sim_truth(params: SimParams, task: Task, condition: Condition, checkpoint: CheckpointProtocol) -> SimTruth:
-    """q_i from the checkpoint protocol (oracle state: no defects); r_i from the natural rollout.
+    """q_i from the checkpoint protocol; r_i from the natural rollout.
+
+    Oracle state holds no defects; a solution-conditioned state holds the agent's own
+    (`conditioned_defects`), so q_i = min(1, skill e^{-lambda w i}) E[e^{-kappa D_i} | parts 1..i passed].
 
     P(stages 1..i pass) = prod_k p_k e^{-lambda h_k} * prod_{j<i} (1 - delta + delta e^{-kappa (i-j)})
     under own state, because a defect left at stage j lowers each of the i-j later stages.
@@ -139,6 +162,8 @@ def _truth_at_skill(params: SimParams, skill: float, n: int, condition: Conditio
     lam, delta, kappa = params.context_rot, params.defect_rate, params.defect_penalty
     w_ck = _history_weight(checkpoint.history, params.compaction_retention)
     q = [min(1.0, skill * math.exp(-lam * w_ck * i)) for i in range(n)]
+    if checkpoint.state == "solution_conditioned":
+        q = [qi * conditioned_defects(params, i) for i, qi in enumerate(q)]
     w_nat = _history_weight(condition.history.value, params.compaction_retention)
     p_nat = [min(1.0, skill * math.exp(-lam * w_nat * k)) for k in range(n)]
     own = condition.state is StatePolicy.own
@@ -156,8 +181,9 @@ def _truth_at_skill(params: SimParams, skill: float, n: int, condition: Conditio
 
 
 def segment_truth(params: SimParams, task: Task, indices: list[int], checkpoint: CheckpointProtocol) -> float:
-    """P(a merged checkpoint segment passes): its stages in order from the oracle state before the first,
-    starting with the protocol's history, history kept and own state inside the segment."""
+    """P(a merged checkpoint segment passes): its stages in order from the protocol's state before the first
+    (oracle, or the agent's own passing one), starting with the protocol's history, history kept and own
+    state inside the segment."""
     skill = task_skill(params, task.name)
     lam, delta, kappa = params.context_rot, params.defect_rate, params.defect_penalty
     w_ck = _history_weight(checkpoint.history, params.compaction_retention)
@@ -165,6 +191,8 @@ def segment_truth(params: SimParams, task: Task, indices: list[int], checkpoint:
     prob = math.prod(min(1.0, skill * math.exp(-lam * (w_ck * first + n))) for n in range(length))
     for j in range(1, length):  # a defect left inside the segment lowers its later stages
         prob *= 1 - delta + delta * math.exp(-kappa * (length - j))
+    if checkpoint.state == "solution_conditioned":
+        prob *= conditioned_defects(params, first, length)
     return prob
 
 

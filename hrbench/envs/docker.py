@@ -430,10 +430,17 @@ class DockerEnvironment:
             shell._release()
 
 
+AGENT_STATES_UNSUPPORTED = (
+    "checkpoint.state 'solution_conditioned' starts checkpoints from the agent's own saved workspaces; the "
+    "docker backend does not save them yet: run the study on the 'local' backend, or use "
+    "checkpoint.state 'oracle_replay'")
+
+
 class DockerBackend:
     """Builds task images and oracle-state images, and starts one container per trial."""
 
     name = "docker"
+    saves_agent_states = False  # no `docker commit` snapshots yet: solution_conditioned needs `local`
 
     def __init__(self, cache_dir: Path, memory_mb: int = 1024, cpus: float = 1.0, pids_limit: int = 256,
                  tmp_mb: int = 256, base_image: str = DEFAULT_BASE_IMAGE, docker_host: str | None = None):
@@ -642,9 +649,14 @@ class DockerBackend:
         except docker.errors.NotFound:
             pass
 
-    def start(self, task: Task, stages_done: int = 0) -> DockerEnvironment:
+    def start(self, task: Task, stages_done: int = 0, state: str | None = None) -> DockerEnvironment:
         """A fresh container of the checkpoint image, for one trial."""
+        if state is not None:
+            raise SandboxError(AGENT_STATES_UNSUPPORTED)
         return self._container(task, self.checkpoint_state(task, stages_done))
+
+    def save_state(self, env: DockerEnvironment, state: str) -> None:
+        raise SandboxError(AGENT_STATES_UNSUPPORTED)
 
     def restore(self, env: DockerEnvironment, stages_done: int) -> None:
         """State repair: the trial continues in a new container of the oracle state e_{stages_done}."""

@@ -504,6 +504,7 @@ class LocalBackend:
     As root, every trial workspace is its own tmpfs of `limits.workspace_mb`."""
 
     name = "local"
+    saves_agent_states = True
 
     def __init__(self, cache_dir: Path, scratch_dir: Path | None = None, memory_mb: int = 1024,
                  limits: SandboxLimits | None = None):
@@ -606,9 +607,36 @@ class LocalBackend:
             if result.exit_code != 0:
                 raise SandboxError(f"task {task.name!r}: environment/setup.sh failed:\n{result.output[-800:]}")
 
-    def start(self, task: Task, stages_done: int = 0) -> LocalEnvironment:
-        """A fresh private copy of the checkpoint state, for one trial (a sized tmpfs when root)."""
-        snapshot = self.checkpoint_state(task, stages_done)
+    def _agent_state_dir(self, state: str) -> Path:
+        return self.cache_dir / "agent-states" / state
+
+    def save_state(self, env: LocalEnvironment, state: str) -> None:
+        """Copy the workspace as the agent left it into the cache (a solution-conditioned checkpoint's e_{i-1}).
+
+        Written beside its target and renamed, so a crash never leaves a half-copied state in use; a
+        rerun of the same rollout (an interrupted one, replayed on resume) replaces it."""
+        target = self._agent_state_dir(state)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        building = target.with_name(target.name + f".building-{os.getpid()}-{threading.get_ident()}")
+        shutil.rmtree(building, ignore_errors=True)
+        copy_tree(env.workspace, building)  # `cp -a`: keeps the sandbox uid as owner
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(building, target)
+
+    def start(self, task: Task, stages_done: int = 0, state: str | None = None) -> LocalEnvironment:
+        """A fresh private copy of the checkpoint state, for one trial (a sized tmpfs when root).
+
+        `state` names a workspace kept by `save_state` (the agent's own state after `stages_done`
+        stages); without it, the oracle state."""
+        if state is None:
+            snapshot = self.checkpoint_state(task, stages_done)
+        else:
+            self.check_supported(task)
+            snapshot = self._agent_state_dir(state)
+            if not snapshot.is_dir():
+                raise SandboxError(f"task {task.name!r}: no saved agent state {state!r} under {snapshot.parent} "
+                                   "(its prefix rollout is journaled but the cache was cleared?); remove the study's "
+                                   "prefix journal of this agent and task so its prefix_rollouts run again")
         self.scratch_dir.mkdir(parents=True, exist_ok=True)
         workspace = area_tempdir("ws", self.scratch_dir)
         mounted = mount_sized_tmpfs(workspace, self.limits.workspace_mb)

@@ -29,11 +29,18 @@ class BackendOptions(BaseModel):
 class Backend(Protocol):
     """Starts environments at a stage boundary and rebuilds their state (state repair)."""
 
+    name: str
+    # keeps the agent's own workspace states (solution_conditioned checkpoints, `save_state`)
+    saves_agent_states: bool
+
     def check_supported(self, task: Task) -> None:
         """Raise SandboxError if this backend cannot run the task."""
 
-    def start(self, task: Task, stages_done: int = 0) -> Environment:
-        """An environment holding the oracle state after `stages_done` stages."""
+    def start(self, task: Task, stages_done: int = 0, state: str | None = None) -> Environment:
+        """An environment holding the oracle state after `stages_done` stages (the saved `state` when named)."""
+
+    def save_state(self, env: Environment, state: str) -> None:
+        """Keep the environment's workspace as it is now under the name `state` (survives a resume)."""
 
     def restore(self, env: Environment, stages_done: int) -> None:
         """Replace the environment's workspace by the oracle state after `stages_done` stages."""

@@ -57,6 +57,7 @@ class Rollout:
     turns: int = 0
     parse_errors: int = 0
     compactions: int = 0
+    information: str = "stage_given"  # a checkpoint protocol's `information`: stage_given or goal_only
 
     def elapsed(self) -> float:
         return time.monotonic() - self.start
@@ -80,13 +81,23 @@ def turn_cap_text(budget: Budget, n_parts: int, part: int, turns_used: int) -> s
     return "\n".join(lines)
 
 
-def stage_prompt(task: Task, stage: Stage, budget: Budget, turns_used: int = 0, n_parts: int | None = None) -> str:
-    """The message that delivers a stage; earlier parts are named complete, the caps are stated."""
+def stage_prompt(task: Task, stage: Stage, budget: Budget, turns_used: int = 0, n_parts: int | None = None,
+                 information: str = "stage_given") -> str:
+    """The message that delivers a stage; earlier parts are named complete, the caps are stated.
+
+    `goal_only` (a checkpoint protocol's information, paper §3 and §5) names parts 1..i-1 complete
+    and states the task's overall goal (`Task.goal`) instead of the stage's own instruction, so the
+    checkpoint reveals no decomposition the natural task does not."""
     k, i = task.n_stages, stage.index + 1
-    lead = f"Part {i - 1} is marked complete. Here is part {i} of {k}." if i > 1 else f"Here is part 1 of {k}."
     # a checkpoint trial delivers one part: its task-wide cap is stated like part 1's
     part = i if (n_parts or k) > 1 else 1
     cap = turn_cap_text(budget, n_parts or k, part, turns_used)
+    if information == "goal_only":
+        done = f"Parts 1-{i - 1}" if i > 2 else "Part 1"
+        lead = (f"{done} of this task {'are' if i > 2 else 'is'} marked complete. Continue the task from the "
+                "state it is in; its overall goal:") if i > 1 else "Here is the task; its overall goal:"
+        return f"{lead}{chr(10) + cap if cap else ''}\n\n{task.goal}"
+    lead = f"Part {i - 1} is marked complete. Here is part {i} of {k}." if i > 1 else f"Here is part 1 of {k}."
     return f"{lead}{chr(10) + cap if cap else ''}\n\n{stage.instruction.strip()}"
 
 
@@ -174,7 +185,7 @@ def _not_started(stage: Stage, budget: Budget, rollout: Rollout, usage: Usage) -
 def _deliver(env: Environment, task: Task, stage: Stage, history: History, budget: Budget, rollout: Rollout) -> None:
     """Ready the stage in the environment and put its prompt in the history."""
     getattr(env, "begin_stage", lambda _stage: None)(stage)  # Harbor step workdir/, setup.sh, healthcheck
-    prompt = stage_prompt(task, stage, budget, rollout.turns, rollout.n_parts)
+    prompt = stage_prompt(task, stage, budget, rollout.turns, rollout.n_parts, rollout.information)
     history.add(Message(role="user", content=prompt, stage_index=stage.index))
     if rollout.recorder:
         rollout.recorder.user(prompt, stage.index, stage=stage.name)

@@ -29,6 +29,8 @@ from hrbench.tasks.harbor import artifact_index, continues_after, trial_reward
 from hrbench.tasks.model import Stage, Task
 
 PrefixSource = Callable[[int], list[Message] | None]
+StateSource = Callable[[int], str | None]  # stage index -> a saved agent state holding e_{i-1} (None: none)
+StateNamer = Callable[[int], str]  # stages passed -> the name a prefix rollout saves its state under
 
 
 def natural_protocol(condition: Condition) -> str:
@@ -61,20 +63,39 @@ class TrialShape:
     prepare: Callable[[LiveTrial], None] = lambda trial: None  # the starting history
     boundary: Callable[[LiveTrial, Stage], None] = lambda trial, stage: None  # before every stage but the first
     last_stage_of_task: bool | None = None  # None: the task's last stage is the last
+    information: str = "stage_given"  # how each stage is stated (checkpoint protocols may give the goal only)
+    start_state: str | None = None  # a saved agent state to start from instead of the oracle state
+    # after every stage, with the outcomes so far (prefix rollouts save the agent's passing states here)
+    after_stage: Callable[[LiveTrial, Stage, list[StageOutcome]], None] = lambda trial, stage, outcomes: None
 
 
 def checkpoint_shape(task: Task, stages: tuple[Stage, ...], protocol: CheckpointProtocol, spec: TrialSpec,
-                     matched_prefix: PrefixSource | None) -> TrialShape:
+                     matched_prefix: PrefixSource | None, solution_state: StateSource | None = None) -> TrialShape:
     """One stage from e_{i-1}, with the protocol's starting history (fresh, compacted or matched).
+
+    e_{i-1} is the oracle state, or under `solution_conditioned` a state this agent itself left
+    after passing parts 1..i-1 in a prefix rollout (`solution_state`); with none recorded the trial
+    fails with the reason (a harness error: left out of every estimate, tried again on resume).
 
     A merged segment (several adjacent stages, a coarser decomposition) runs them in order from
     the first one's checkpoint, history kept and own state inside the segment, stopping at its
     first failure: the segment passes when all of them pass.
     """
     stage = stages[0]
+    start_state = None
+    if protocol.state == "solution_conditioned" and stage.index > 0:
+        start_state = solution_state(stage.index) if solution_state else None
+        if start_state is None:
+            raise RuntimeError(
+                f"state 'solution_conditioned' needs a prefix rollout of agent {spec.agent!r} on task {task.name!r} "
+                f"that passed parts 1-{stage.index}; none is recorded (see prefix_rollouts). Run more checkpoint "
+                "trials (each runs one prefix rollout), or use state 'oracle_replay'.")
 
     def prepare(trial: LiveTrial) -> None:
         trial.history.start_checkpoint(stage.index)
+        if start_state is not None:
+            trial.rollout.recorder.system(f"solution-conditioned state: the agent's own state {start_state}",
+                                          stage.index)
         if protocol.history == "matched" and stage.index > 0:
             prefix = matched_prefix(stage.index) if matched_prefix else None
             if prefix is None:
@@ -90,13 +111,25 @@ def checkpoint_shape(task: Task, stages: tuple[Stage, ...], protocol: Checkpoint
         trial.rollout.recorder.system("next part of the merged checkpoint segment (history kept)",
                                       next_stage.index)
 
+    budget = protocol.stage_budget(task.n_stages, [s.index for s in stages])
     return TrialShape(start_stage=stage.index, stages=stages, history_policy=protocol.history,
-                      budget=protocol.budget, n_parts=len(stages), prepare=prepare, boundary=boundary,
-                      last_stage_of_task=stages[-1].index == task.n_stages - 1)
+                      budget=budget, n_parts=len(stages), prepare=prepare, boundary=boundary,
+                      last_stage_of_task=stages[-1].index == task.n_stages - 1, information=protocol.information,
+                      start_state=start_state)
 
 
-def natural_shape(task: Task, condition: Condition, budget: Budget) -> TrialShape:
-    """Every stage from e_0; at each boundary the condition's history and state policies apply."""
+def natural_shape(task: Task, condition: Condition, budget: Budget, save_states: StateNamer | None = None) -> TrialShape:
+    """Every stage from e_0; at each boundary the condition's history and state policies apply.
+
+    With `save_states` (prefix rollouts of a solution-conditioned study) the workspace is saved after
+    every passed stage but the last, while every stage so far passed, before the next stage's setup."""
+
+    def after_stage(trial: LiveTrial, stage: Stage, outcomes: list[StageOutcome]) -> None:
+        done = len(outcomes)
+        if save_states is None or done >= task.n_stages or not all(o.passed for o in outcomes):
+            return
+        trial.backend.save_state(trial.env, save_states(done))
+        trial.rollout.recorder.system(f"state after part {done} saved as {save_states(done)}", stage.index)
 
     def boundary(trial: LiveTrial, stage: Stage) -> None:
         history, recorder = trial.history, trial.rollout.recorder
@@ -113,7 +146,7 @@ def natural_shape(task: Task, condition: Condition, budget: Budget) -> TrialShap
             recorder.system(f"state repaired to the oracle state after part {stage.index}", stage.index)
 
     return TrialShape(start_stage=0, stages=tuple(task.stages), history_policy=condition.history.value,
-                      budget=budget, n_parts=task.n_stages, boundary=boundary)
+                      budget=budget, n_parts=task.n_stages, boundary=boundary, after_stage=after_stage)
 
 
 def run_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Backend, shape: TrialShape, seed: int,
@@ -121,11 +154,11 @@ def run_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Backend, shape
     """Prepare the environment, agent and history; run the stages (each verified); record the row."""
     start = time.monotonic()
     recorder = TrajectoryRecorder(spec.key, agent.name, agent.model_name, {"agent_id": spec.agent})
-    rollout = Rollout(budget=shape.budget, n_parts=shape.n_parts, recorder=recorder)
+    rollout = Rollout(budget=shape.budget, n_parts=shape.n_parts, recorder=recorder, information=shape.information)
     outcomes: list[StageOutcome] = []
     history: History | None = None
     error: str | None = None
-    env = backend.start(task, shape.start_stage)
+    env = backend.start(task, shape.start_stage, shape.start_state)
     artifacts = artifacts_folder(Path(trajectory_dir), spec.key)
     shutil.rmtree(artifacts, ignore_errors=True)  # an earlier attempt's: this attempt's row describes its own
     if hasattr(env, "artifacts_dir"):  # backends that collect Harbor artifacts save them beside the trajectory
@@ -145,6 +178,7 @@ def run_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Backend, shape
             outcome = run_stage(env, agent, task, stage, history, shape.budget, terminal=terminal, rollout=rollout,
                                 last_stage=last)
             outcomes.append(outcome)
+            shape.after_stage(trial, stage, outcomes)
             if not continues_after(stage.min_reward, outcome.passed, outcome.rewards or None):
                 break
     except Exception as exc:
@@ -158,20 +192,26 @@ def run_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Backend, shape
 
 def run_checkpoint_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Backend,
                          protocol: CheckpointProtocol, seed: int, *, trajectory_dir: Path,
-                         matched_prefix: PrefixSource | None = None) -> TrialRecord:
+                         matched_prefix: PrefixSource | None = None,
+                         solution_state: StateSource | None = None) -> TrialRecord:
     """One trial of one stage (or merged segment `a+b`) from its declared checkpoint e_{i-1}.
 
-    `matched_prefix(stage_index)` gives a `matched` checkpoint its transcript (None: none recorded).
+    `matched_prefix(stage_index)` gives a `matched` checkpoint its transcript and `solution_state(stage_index)`
+    a `solution_conditioned` one its saved workspace (None: none recorded).
     """
     stages = tuple(task.stage(name) for name in (spec.stage or "").split("+"))
-    return run_trial(spec, task, agent, backend, checkpoint_shape(task, stages, protocol, spec, matched_prefix),
-                     seed, trajectory_dir)
+    shape = checkpoint_shape(task, stages, protocol, spec, matched_prefix, solution_state)
+    return run_trial(spec, task, agent, backend, shape, seed, trajectory_dir)
 
 
 def run_natural_trial(spec: TrialSpec, task: Task, agent: Agent, backend: Backend,
-                      condition: Condition, budget: Budget, seed: int, *, trajectory_dir: Path) -> TrialRecord:
-    """One end-to-end rollout from e_0, stages delivered in order, stopping at the first failure."""
-    return run_trial(spec, task, agent, backend, natural_shape(task, condition, budget), seed, trajectory_dir)
+                      condition: Condition, budget: Budget, seed: int, *, trajectory_dir: Path,
+                      save_states: StateNamer | None = None) -> TrialRecord:
+    """One end-to-end rollout from e_0, stages delivered in order, stopping at the first failure.
+
+    `save_states(stages_passed)` names the saved workspace after each passed stage (prefix rollouts)."""
+    return run_trial(spec, task, agent, backend, natural_shape(task, condition, budget, save_states), seed,
+                     trajectory_dir)
 
 
 def _record(spec: TrialSpec, agent: Agent, outcomes: list[StageOutcome], start: float, rollout: Rollout,

@@ -82,10 +82,12 @@ def load_task(path: str | Path) -> Task:
     if setup.is_file():
         _text(setup, "setup script (environment/setup.sh)")
     persist = _persisted_paths(config, meta, workdir, toml_path)
+    goal = root / "instruction.md"
     return Task(
         name=name,
         path=root,
         description=config.task.description if config.task is not None else "",
+        goal_text=_instruction(goal) if config.steps is not None and goal.is_file() else None,
         family=str(meta.get("family", name)),
         structure=structure,
         stages=tuple(stages),

@@ -62,6 +62,7 @@ class Task(BaseModel):
     name: str  # as task.toml names it, `org/name` included
     path: Path
     description: str = ""
+    goal_text: str | None = None  # a multi-step package's top-level instruction.md (see `goal`)
     family: str
     structure: Literal["shallow", "deep"]
     stages: tuple[Stage, ...]
@@ -89,6 +90,20 @@ class Task(BaseModel):
     def slug(self) -> str:
         """The name as one path component (`org/name` -> `org__name`), for cache and file names."""
         return self.name.replace("/", "__")
+
+    @property
+    def goal(self) -> str:
+        """The task's overall goal, as a `goal_only` checkpoint states it in place of a stage's instruction.
+
+        A multi-step package may state it in a top-level `instruction.md` (Harbor reads only the
+        steps' own instructions then, so the file is ours to use); else it is the steps' instructions
+        in order, stated as one task."""
+        if self.goal_text is not None:
+            return self.goal_text.strip()
+        if self.n_stages == 1:
+            return self.stages[0].instruction.strip()
+        parts = "\n\n".join(f"Part {s.index + 1} of {self.n_stages}:\n{s.instruction.strip()}" for s in self.stages)
+        return f"The whole task, all {self.n_stages} parts in order:\n\n{parts}"
 
     @property
     def has_key_steps(self) -> bool:

@@ -160,8 +160,9 @@ def build_study_assets(agent_task: MultiPartitionsDefinition, conditions: list[s
                        prefix_rollouts: bool = False, depth: bool = False) -> list[AssetsDefinition]:
     """The assets, bound to the study's task partitions and conditions (each condition its own branch).
 
-    `prefix_rollouts`: a `matched` checkpoint protocol needs recorded transcripts, so rollouts that
-    only provide them run before the checkpoint trials (their outcomes are never observed as P_obs).
+    `prefix_rollouts`: a `matched` checkpoint protocol needs recorded transcripts (`solution_conditioned`:
+    the agent's own passing workspaces), so rollouts that only provide them run before the checkpoint
+    trials (their outcomes are never observed as P_obs).
     `depth`: the study declares `depth:`, so a `task_depth` asset measures D of its tasks.
     """
     with warnings.catch_warnings():

@@ -26,7 +26,8 @@ class Step(BaseModel):
 
 def study_steps(conditions: list[str], prefix_rollouts: bool = False, depth: bool = False) -> list[Step]:
     """The steps of a study with these conditions: each condition's branch runs in the step of its kind
-    (a condition's asset is `<condition>/<name>`); matched checkpoints need their prefix rollouts first;
+    (a condition's asset is `<condition>/<name>`); matched and solution-conditioned checkpoints need their
+    prefix rollouts first;
     a study that declares `depth:` measures it in the setup step (`task_depth`)."""
 
     def per_condition(*names: str) -> list[str]:
@@ -79,5 +80,5 @@ def step_tags(step: Step, agent: str | None, task_names: list[str]) -> dict[str,
 
 
 def steps_for(study: Study) -> list[Step]:
-    """The steps of this study (its conditions, and prefix rollouts if a condition is matched)."""
+    """The steps of this study (its conditions, and prefix rollouts if a protocol is matched or solution-conditioned)."""
     return study_steps(study.condition_names, study.needs_prefix_rollouts, study.depth is not None)
