@@ -9,6 +9,7 @@ fixed, so this run is one draw of that distribution, the same every time."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import stored_keys, stored_table
+from tests.report.test_report import ALL_FIGURES
 
 REPO = Path(__file__).resolve().parent.parent
 AGENTS = ["sim-steady", "sim-rotting", "sim-fragile"]
@@ -38,6 +40,8 @@ def test_demo_recovers_the_known_residuals_and_tells_the_two_causes_apart(tmp_pa
         assert set(stored_table(out, table)["prereg_sha256"]) == {prereg}, table
     summary = json.loads((out / "summary.json").read_text())
     assert summary["prereg_sha256"] == prereg and (out / "report.html").is_file()
+    # every figure of the report, the contrasts' forest among them (the baseline-only demo had none)
+    assert re.findall(r'data-figure="([^"]*)"', (out / "report.html").read_text()) == ALL_FIGURES
     overall = {(r["agent"], r["condition"]): r for r in summary["residuals"] if r["scope"] == "all"}
     conditions = ["baseline", "context_reset", "state_repair", "compaction"]
     assert sorted(overall) == sorted((a, c) for a in AGENTS for c in conditions)
