@@ -133,8 +133,7 @@ def _residual_table(summary: dict) -> Table:
 
 @app.command()
 def demo(out: Path = typer.Option(Path("demo-out"), help="output directory")) -> None:
-    """Run the built-in demo study: the four interventions on three simulated agents with known truth
-    (local sandbox, local storage)."""
+    """Run the built-in demo study (local sandbox, simulated agents, local storage)."""
     _run(DEMO_STUDY, out)
 
 
