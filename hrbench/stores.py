@@ -184,7 +184,7 @@ class StoreJournalMirror:
 
     One object per trial, keyed by the trial, so re-uploading after a crash or an outage rewrites the
     same object (idempotent) and a trial is never two; resume is the union of the objects. A row's
-    trajectory is uploaded before the row, so a stored row never points at a missing trajectory."""
+    trajectory and artifacts are uploaded before the row, so a stored row never points at a missing file."""
 
     def __init__(self, stores: StudyStores, journal_key: str):
         self.stores = stores
@@ -196,15 +196,21 @@ class StoreJournalMirror:
         return hashlib.sha256(trial_key.encode()).hexdigest()[:32]
 
     def push(self, record: TrialRecord, attempt: int | None = None) -> None:
-        if record.trajectory_path:
-            local = self.stores.out_dir / record.trajectory_path
-            if local.is_file():
-                self.stores.store.put(Path(record.trajectory_path).as_posix(), local.read_bytes())
+        for relpath in (record.trajectory_path, *_artifact_paths(record)):
+            self._upload(relpath)
         if attempt is None:
             key = f"{self.records_prefix}/{self._name(record.trial_key)}.json"
         else:
             key = f"{self.attempts_prefix}/{self._name(record.trial_key)}-{attempt}.json"
         self.stores.store.put(key, record.model_dump_json().encode())
+
+    def _upload(self, relpath: str | None) -> None:
+        """A file the row points at (relative to OUT), copied to the same key; one outside OUT has no key."""
+        if not relpath or Path(relpath).is_absolute():
+            return
+        local = self.stores.out_dir / relpath
+        if local.is_file():
+            self.stores.store.put(Path(relpath).as_posix(), local.read_bytes())
 
     def _rows(self, prefix: str) -> list[TrialRecord]:
         store = self.stores.store
@@ -215,3 +221,8 @@ class StoreJournalMirror:
 
     def pull_attempts(self) -> list[TrialRecord]:
         return self._rows(self.attempts_prefix)
+
+
+def _artifact_paths(record: TrialRecord) -> list[str]:
+    """The artifact files a trial row lists (`artifacts_json`: {stage: [paths relative to OUT]})."""
+    return [path for paths in json.loads(record.artifacts_json or "{}").values() for path in paths]

@@ -42,9 +42,15 @@ class S3Storage(StorageResource):
     max_attempts: int = 5
 
     def config(self) -> StoreConfig:
-        return StoreConfig(kind="s3", bucket=self.bucket, prefix=self.prefix, endpoint_url=self.endpoint_url,
-                           region=self.region, access_key_id=self.access_key_id,
-                           secret_access_key=self.secret_access_key, max_attempts=self.max_attempts)
+        # Dagster resolves EnvVar fields only for resources it initialises; one built in code and used
+        # directly (the agent sensor's study, a script) still holds the EnvVars, which read their variables now
+        values = {name: _resolved(getattr(self, name)) for name in
+                  ("bucket", "prefix", "endpoint_url", "region", "access_key_id", "secret_access_key")}
+        return StoreConfig(kind="s3", max_attempts=self.max_attempts, **{k: v for k, v in values.items() if v is not None})
+
+
+def _resolved(value: str | None) -> str | None:
+    return value.get_value() if isinstance(value, EnvVar) else value
 
 
 def storage_from_env() -> StorageResource:

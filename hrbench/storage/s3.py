@@ -8,12 +8,32 @@ the operation raises `StorageError` naming the store, the object and what to do.
 
 from __future__ import annotations
 
+import os
 import threading
-from functools import cached_property
+from functools import cache, cached_property
 
 from hrbench.storage.base import StorageError, Store, check_key
 
 _MISSING = {"NoSuchKey", "404", "NotFound"}
+_CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
+_LOCK = threading.Lock()  # boto3 sessions are not thread-safe to create clients from
+
+
+@cache
+def _client(endpoint_url: str | None, region: str, key_id: str | None, secret: str | None, max_attempts: int,
+            connect_timeout: float, read_timeout: float, environment: tuple, pid: int):
+    """One client per process and configuration: building one loads botocore's S3 model (~0.5 s), and
+    every study step opens several stores. Clients are thread-safe; `pid` keeps a forked child from
+    using its parent's connection pool."""
+    import boto3  # only S3 runs need it
+    from botocore.config import Config
+
+    config = Config(retries={"mode": "standard", "max_attempts": max_attempts},
+                    connect_timeout=connect_timeout, read_timeout=read_timeout,
+                    s3={"addressing_style": "path"})  # endpoints on loopback have no per-bucket DNS
+    with _LOCK:
+        return boto3.session.Session().client("s3", endpoint_url=endpoint_url, region_name=region,
+                                              aws_access_key_id=key_id, aws_secret_access_key=secret, config=config)
 
 
 class S3Store(Store):
@@ -32,21 +52,13 @@ class S3Store(Store):
         self.max_attempts = max_attempts
         self._timeouts = (connect_timeout, read_timeout)
         self.location = f"s3://{bucket}/{self.prefix}" + (f" at {self.endpoint_url}" if self.endpoint_url else "")
-        self._lock = threading.Lock()
 
     @cached_property
     def client(self):
-        import boto3  # only S3 runs need it
-        from botocore.config import Config
-
-        config = Config(retries={"mode": "standard", "max_attempts": self.max_attempts},
-                        connect_timeout=self._timeouts[0], read_timeout=self._timeouts[1],
-                        s3={"addressing_style": "path"})  # endpoints on loopback have no per-bucket DNS
-        key_id, secret = self._credentials
-        with self._lock:  # boto3's default session is not thread-safe to create clients from
-            session = boto3.session.Session()
-            return session.client("s3", endpoint_url=self.endpoint_url, region_name=self.region,
-                                  aws_access_key_id=key_id, aws_secret_access_key=secret, config=config)
+        # the credential environment is part of the key: boto3 reads it when it builds the client
+        environment = tuple(os.environ.get(name) for name in _CREDENTIAL_ENV)
+        return _client(self.endpoint_url, self.region, *self._credentials, self.max_attempts, *self._timeouts,
+                       environment, os.getpid())
 
     def _key(self, key: str) -> str:
         check_key(key)

@@ -23,6 +23,7 @@ from hrbench.harness.records import TrialSpec
 from hrbench.harness.trajectory import read_trajectory
 from hrbench.harness.trials import artifacts_folder, run_natural_trial
 from hrbench.protocol import CONDITIONS, CheckpointProtocol
+from hrbench.stores import StudyStores
 from hrbench.tasks.harbor import ARTIFACTS_MANIFEST, _copy_at_most, save_artifacts
 from hrbench.tasks.loader import load_task
 
@@ -64,13 +65,14 @@ def test_a_study_of_oracle_and_sim_on_a_task_with_solution_helpers_runs_end_to_e
     proc = subprocess.run([sys.executable, "-m", "hrbench.cli", "run", str(study), "--out", str(out)],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    trials = pd.concat([pd.read_parquet(out / "tables" / t) for t in ("checkpoint_trials", "baseline/natural_trials")])
+    stores = StudyStores(out)  # the tables as the suite's store holds them (local or S3)
+    trials = pd.concat([stores.read_all(t) for t in ("checkpoint_trials", "baseline/natural_trials")])
     assert set(trials["agent"]) == {"reference", "skilled"} and len(trials) == 2 * (1 + 2)
     assert trials["passed"].all() and set(trials["exit_reason"]) == {"passed"}, trials["error"].dropna().tolist()
     oracle = trials[trials["agent"] == "reference"]
     for outcomes in oracle["stage_outcomes_json"]:
         assert [o["reward"] for o in json.loads(outcomes)] == [1.0]
-    audit = pd.read_parquet(out / "tables" / "verifier_audit.parquet")
+    audit = stores.tables.read("verifier_audit", ())
     assert audit["reference_reward"].tolist() == [1.0]
 
 

@@ -22,9 +22,15 @@ def test_the_environment_selects_the_storage_with_its_settings_as_env_vars(monke
     monkeypatch.setenv("HRBENCH_S3_BUCKET", "results")
     monkeypatch.setenv("HRBENCH_S3_ENDPOINT_URL", "http://127.0.0.1:9000")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "do-not-store-me")
+    monkeypatch.delenv("HRBENCH_S3_PREFIX", raising=False)  # the default prefix (the S3 pass sets its own)
     storage = storage_from_env()
     assert isinstance(storage, S3Storage)
     assert storage.bucket == EnvVar("HRBENCH_S3_BUCKET") and storage.secret_access_key == EnvVar("AWS_SECRET_ACCESS_KEY")
+    # used outside a Dagster run (the agent sensor's study resource), it reads the variables itself
+    config = storage.config()
+    assert (config.bucket, config.endpoint_url, config.secret_access_key) == \
+        ("results", "http://127.0.0.1:9000", "do-not-store-me")
+    assert storage.open("/tmp/out").location == "s3://results/hrbench/tmp/out at http://127.0.0.1:9000"
 
 
 def test_the_io_manager_round_trips_partitioned_tables_through_s3(moto_s3, tmp_path: Path, monkeypatch):
