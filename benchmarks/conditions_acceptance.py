@@ -9,7 +9,7 @@ asserts the same kind of clauses on a real run of examples/studies/interventions
 
 Each interval is compared with the truth of its own estimand: a headline `all` interval of a
 residual (`tasks: sampled`) with `true_gamma_sampled`, its trial-level interval (`tasks: fixed`)
-with `true_gamma`, a contrast's interval with `true_delta_gamma`.
+with `true_gamma`, a contrast's interval with `true_delta_gamma_sampled` (its trial interval with `true_delta_gamma`).
 
     python benchmarks/conditions_acceptance.py [--study S] [--seeds N] [--workers W]
         [--m M --m0 M0 --level L --n-boot B]
@@ -68,7 +68,9 @@ def acceptance(residuals: dict, contrasts: dict, verdicts: dict) -> dict[str, bo
         ok[f"{agent}: Γ({keeps}) covers its truth (tasks: sampled)"] = covers(keep, keep["true_gamma_sampled"])
         delta = contrasts[(agent, fixes)]
         ok[f"{agent}: ΔΓ({fixes}) excludes 0"] = excludes_zero(delta)
-        ok[f"{agent}: ΔΓ({fixes}) covers its truth"] = covers(delta, delta["true_delta_gamma"])
+        ok[f"{agent}: ΔΓ({fixes}) covers its truth (tasks: sampled)"] = covers(delta, delta["true_delta_gamma_sampled"])
+        ok[f"{agent}: ΔΓ({fixes}) trial interval covers its truth (tasks: fixed)"] = covers(
+            delta, delta["true_delta_gamma"], "trial_ci_low", "trial_ci_high")
     null = [r for (a, _), r in residuals.items() if a == NULL_AGENT]
     ok[f"{NULL_AGENT}: every condition contains 0 (its truth)"] = all(covers(r, 0.0) for r in null) and \
         all(abs(r["true_gamma"]) < 1e-9 for r in null)

@@ -65,6 +65,8 @@ def test_interventions_study_recovers_the_known_residuals_and_what_moves_them(tm
         assert _covers(row, row["true_gamma_sampled"]), (row["agent"], row["condition"])
         assert row["trial_ci_low"] <= row["true_gamma"] <= row["trial_ci_high"], (row["agent"], row["condition"])
     for agent, condition in (("sim-rotting", "context_reset"), ("sim-fragile", "state_repair")):
-        assert _covers(contrast[(agent, condition)], contrast[(agent, condition)]["true_delta_gamma"])
+        row = contrast[(agent, condition)]
+        assert row["ci_estimand"] == "tasks: sampled" and _covers(row, row["true_delta_gamma_sampled"])
+        assert row["trial_ci_low"] <= row["true_delta_gamma"] <= row["trial_ci_high"], (agent, condition)
     families = [r for r in summary["residuals"] if r["scope"] == "family"]
     assert families and all(r["n_tasks"] >= 5 and r["ci_method"] == "cluster-t" for r in families)
