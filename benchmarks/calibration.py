@@ -30,7 +30,7 @@ of the cell's counts (checkpoint stages and natural successes) at 0 or m. Verdic
 ``flagged`` — every row flagged too small by the method; ``over``/``under`` — outside
 [0.93, 0.97] but ≥ 0.90; ``FAIL`` — unflagged coverage below 0.90.
 
-``--confirm N`` re-runs every cell with a row outside the band (m ≥ 20) with N replications
+``--confirm N`` re-runs every cell with a row outside the band (m ≥ 20) or below 0.90 with N replications
 (the same seed, so its first 500 are the 500 above) and judges it on those: at 500
 replications a row covering exactly 0.95 falls outside [0.93, 0.97] about 4 % of the time
 (binomial SE 0.0097), so a grid of some 1,300 scored rows has dozens of such cells by chance
@@ -230,8 +230,8 @@ def summary(results: list[dict]) -> list[str]:
 
 
 def outside_band(cell: dict) -> bool:
-    """Some row of the cell is over or under (m ≥ 20): worth confirming with more replications."""
-    return any(verdict(r, cell["m"]) in ("over", "under") for r in cell["kinds"].values())
+    """Some row of the cell is over or under (m ≥ 20) or below 0.90: worth confirming with more replications."""
+    return any(verdict(r, cell["m"]) in ("over", "under", "FAIL") for r in cell["kinds"].values())
 
 
 def confirm(results: list[dict], reps: int, n_boot: int, log: str | None = None) -> list[dict]:

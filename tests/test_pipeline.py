@@ -120,6 +120,7 @@ def _journal_rows(out: Path) -> int:
     return sum(len(p.read_text().splitlines()) for p in (out / "journal").rglob("*.jsonl")) if (out / "journal").exists() else 0
 
 
+@pytest.mark.slow  # ~60 s (a real study killed mid-run, then resumed); the slow pass runs it
 def test_killed_study_resumes_without_duplicate_or_missing_trials(tmp_path: Path):
     study = yaml.safe_load(TINY_STUDY.read_text())
     study["tasks"]["registry"] = str(FIXTURES / "registry")

@@ -13,6 +13,9 @@ import pytest
 from hrbench.tasks.loader import load_task
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "fixtures" / "harbor" / "published"
+# Slow: the module's one audit of every published fixture takes ~80 s; the slow pass of
+# scripts/test.sh (so CI) runs it.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
