@@ -18,15 +18,20 @@ from pipelines.defs.study.partitions import AGENTS
 from tests.conftest import FIXTURES, TINY_STUDY, stored_table
 
 
-@pytest.fixture(scope="module")
-def matched_study(tmp_path_factory) -> Path:
+def _tiny_study(tmp_path_factory, name: str, checkpoint: dict) -> Path:
+    """The tiny study on the fixture registry with `checkpoint` declared (4 checkpoint, 6 natural trials)."""
     study = yaml.safe_load(TINY_STUDY.read_text())
     study["tasks"]["registry"] = str(FIXTURES / "registry")
-    study["checkpoint"] = {"history": "matched"}
+    study["checkpoint"] = checkpoint
     study["trials"] = {"checkpoint": 4, "natural": 6}
-    path = tmp_path_factory.mktemp("matched") / "study.yaml"
+    path = tmp_path_factory.mktemp(name) / "study.yaml"
     path.write_text(yaml.safe_dump(study))
     return path
+
+
+@pytest.fixture(scope="module")
+def matched_study(tmp_path_factory) -> Path:
+    return _tiny_study(tmp_path_factory, "matched", {"history": "matched"})
 
 
 def test_a_matched_study_runs_end_to_end(matched_study: Path, tmp_path: Path):
@@ -47,13 +52,7 @@ def test_a_matched_study_runs_end_to_end(matched_study: Path, tmp_path: Path):
 
 @pytest.fixture(scope="module")
 def conditioned_study(tmp_path_factory) -> Path:
-    study = yaml.safe_load(TINY_STUDY.read_text())
-    study["tasks"]["registry"] = str(FIXTURES / "registry")
-    study["checkpoint"] = {"state": "solution_conditioned"}
-    study["trials"] = {"checkpoint": 4, "natural": 6}
-    path = tmp_path_factory.mktemp("conditioned") / "study.yaml"
-    path.write_text(yaml.safe_dump(study))
-    return path
+    return _tiny_study(tmp_path_factory, "conditioned", {"state": "solution_conditioned"})
 
 
 @pytest.mark.parametrize("which", ["matched_study", "conditioned_study"])
