@@ -20,7 +20,7 @@ from hrbench.design import StudyDesign
 from hrbench.harness.records import TrialRecord
 from hrbench.runner import TrialRunner
 from hrbench.storage import S3Store, StorageError, StoreConfig
-from hrbench.stores import StudyStores
+from hrbench.stores import StoreJournalMirror, StudyStores
 from tests.conftest import FIXTURES, TINY_STUDY
 from tests.storage.moto import tcp_proxy
 
@@ -55,12 +55,23 @@ def test_killing_the_s3_server_mid_study_loses_and_duplicates_no_trial(tmp_path:
 
     def counted(spec, *args, **kwargs):
         executed.append(spec.key)
-        if not killed and len(direct.list(journal.mirror.records_prefix)) >= 2:
-            killed.append(spec.key)
-            proxy.kill()  # the server dies while trials are running and being journaled
         return real(spec, *args, **kwargs)
 
+    real_push = StoreJournalMirror.push
+
+    def push(self, record, attempt=None):
+        # The server dies between the third trial's local journal line and its upload (deterministic: a
+        # kill timed by the trials could drop a request the server had already stored, and then every
+        # trial journaled locally would also be in the bucket).
+        pushed.append(record.trial_key)
+        if len(pushed) == 3 and not killed:
+            killed.append(record.trial_key)
+            proxy.kill()
+        return real_push(self, record, attempt)
+
+    pushed: list[str] = []
     monkeypatch.setattr(runner_module, "run_checkpoint_trial", counted)
+    monkeypatch.setattr(StoreJournalMirror, "push", push)
     runner = TrialRunner(design, stores, progress=False)
     specs = {s.key for s in runner.checkpoint_specs("steady", task)}
     assert len(specs) == 9
