@@ -3,7 +3,7 @@
 Every process hrbench runs on behalf of a task or an agent (agent commands, the persistent shell,
 setup.sh, solution replay, verifiers, a `command` agent's program) starts through `confined_argv`:
 
-    launch -c <trial cgroup.procs>... -l <rlimit>... [-u 47000:47000] --   (launch.c, one exec)
+    launch -c <trial cgroup tasks>... -l <rlimit>... [-u 47000:47000] --   (launch.c, one exec)
       bwrap ... --unshare-user --unshare-all ...                        (unprivileged: a user namespace)
         the command
 
@@ -246,6 +246,14 @@ class TrialCgroup:
     def enforced(self) -> set[str]:
         return set(self.dirs)
 
+    def join_files(self) -> list[str]:
+        """The files a single-threaded process writes "0" into to join the trial: a v1 group's
+        `tasks` (a thread moving itself skips the global lock, whose RCU grace period made every
+        `cgroup.procs` write wait 5-9 ms, docs/security.md), a v2 group's `cgroup.procs`."""
+        files = {str(group / "tasks") if (group / "tasks").exists() else str(group / "cgroup.procs")
+                 for group in self.dirs.values()}
+        return sorted(files)
+
     def pids(self) -> set[int]:
         found: set[int] = set()
         for group in self.dirs.values():
@@ -380,7 +388,7 @@ def confined_argv(bwrap_args: list[str], command: list[str], limits: SandboxLimi
     `start_new_session=True` (so killing its process group ends bwrap, and with it the sandbox's
     pid namespace)."""
     enforced = cgroup.enforced if cgroup is not None else set()
-    procs = sorted({str(d / "cgroup.procs") for d in cgroup.dirs.values()}) if cgroup is not None else []
+    procs = cgroup.join_files() if cgroup is not None else []
     # RLIMIT_NPROC counts per uid, and every trial's sandbox runs as the same uid: only a fallback
     rlimits = [(resource.RLIMIT_AS, limits.memory_mb * _MB), (resource.RLIMIT_FSIZE, limits.workspace_mb * _MB),
                (resource.RLIMIT_CPU, limits.cpu_sec)]
@@ -400,7 +408,7 @@ def confined_argv(bwrap_args: list[str], command: list[str], limits: SandboxLimi
     # no compiler: the same steps by sh and setpriv (dash's ulimit: -v KiB, -f 512-byte blocks)
     flags = {resource.RLIMIT_AS: ("-v", 1024), resource.RLIMIT_FSIZE: ("-f", 512), resource.RLIMIT_CPU: ("-t", 1),
              resource.RLIMIT_NPROC: ("-p", 1)}
-    script = "".join(f"echo $$ > {shlex.quote(path)} || exit 125\n" for path in procs) \
+    script = "".join(f"echo 0 > {shlex.quote(path)} || exit 125\n" for path in procs) \
         + "".join(f"ulimit {flags[which][0]} {value // flags[which][1]} || exit 125\n" for which, value in rlimits) \
         + 'exec "$@"\n'
     drop: list[str] = []

@@ -1,13 +1,15 @@
 /* hrbench's sandbox launcher: one exec between the harness and bwrap (hrbench/envs/confine.py).
  *
- *   launch [-c CGROUP_PROCS]... [-l RESOURCE=LIMIT]... [-u UID:GID] -- PROGRAM ARG...
+ *   launch [-c CGROUP_FILE]... [-l RESOURCE=LIMIT]... [-u UID:GID] -- PROGRAM ARG...
  *
- * In this order: writes its own pid into every CGROUP_PROCS file (so everything it starts is
- * counted in the trial's cgroups), sets each rlimit (soft = hard = LIMIT, never above the current
+ * In this order: writes "0" (the calling thread) into every CGROUP_FILE (so everything it starts
+ * is counted in the trial's cgroups: a v1 group's `tasks`, a v2 group's `cgroup.procs`; the
+ * launcher is single-threaded, so moving its thread moves the process, and on v1 a thread moving
+ * itself skips the global lock whose RCU grace period made each join wait 5-9 ms), sets each rlimit (soft = hard = LIMIT, never above the current
  * hard limit), and with -u (hrbench is root) empties the ambient and bounding capability sets,
  * drops every supplementary group, switches real, effective and saved ids to UID:GID and empties
  * the remaining capability sets; then sets no_new_privs and execs PROGRAM (an absolute path).
- * The same as `sh -c 'echo $$ > procs; ulimit ...; exec setpriv --reuid --regid --clear-groups
+ * The same as `sh -c 'echo 0 > tasks; ulimit ...; exec setpriv --reuid --regid --clear-groups
  * --inh-caps=-all --bounding-set=-all --no-new-privs -- PROGRAM'`, without two execs.
  * Any failure exits 125 with a line on stderr, before PROGRAM runs. */
 #define _GNU_SOURCE
@@ -45,9 +47,7 @@ static unsigned long number(const char *text, const char *what) {
 }
 
 int main(int argc, char **argv) {
-    char pid[32];
     int i = 1;
-    snprintf(pid, sizeof pid, "%d", (int)getpid());
     long uid = -1, gid = -1;
     for (; i < argc && strcmp(argv[i], "--") != 0; i += 2) {
         if (i + 1 >= argc) {
@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
         const char *value = argv[i + 1];
         if (strcmp(argv[i], "-c") == 0) {
             int fd = open(value, O_WRONLY | O_CLOEXEC);
-            if (fd < 0 || write(fd, pid, strlen(pid)) < 0 || close(fd) < 0)
+            if (fd < 0 || write(fd, "0", 1) < 0 || close(fd) < 0)
                 die("cannot join the cgroup", value);
         } else if (strcmp(argv[i], "-l") == 0) {
             int resource = (int)number(value, "bad rlimit");
@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
     }
     if (i + 1 >= argc || argv[i + 1][0] != '/') {
         errno = EINVAL;
-        die("usage: launch [-c PROCS]... [-l RES=LIMIT]... [-u UID:GID] -- /PROGRAM ARG...", NULL);
+        die("usage: launch [-c CGROUP_FILE]... [-l RES=LIMIT]... [-u UID:GID] -- /PROGRAM ARG...", NULL);
     }
     if (uid >= 0) {
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)

@@ -1,12 +1,15 @@
 """Protects the sandbox launcher (hrbench/envs/launch.c, the one exec between the harness and bwrap):
 it fails closed, running nothing, when it cannot join a trial's cgroup; a planted launcher binary is
-refused; and without a C compiler the sh + setpriv launcher confines a sandbox exactly as it does."""
+refused; without a C compiler the sh + setpriv launcher confines a sandbox exactly as it does; and
+either launcher puts the sandbox, not the harness, into every cgroup of the trial."""
 
 from __future__ import annotations
 
 import os
 import secrets
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -76,3 +79,39 @@ def test_the_fallback_launcher_confines_a_sandbox_as_the_compiled_one_does(tmp_p
     assert fallback == compiled
     assert "NoNewPrivs:" in compiled and compiled[compiled.index("NoNewPrivs:") + 1] == "1"
     assert compiled[compiled.index("CapBnd:") + 1] == "0" * 16
+
+
+@pytest.mark.parametrize("which", ["compiled", "fallback"])
+def test_the_launcher_moves_itself_into_every_trial_cgroup_and_leaves_the_harness_out(tmp_path: Path, monkeypatch,
+                                                                                      which: str):
+    # Each launcher writes "0" (the calling thread) into a v1 group's `tasks`: the harness, which
+    # started it, must stay where it was, and what bwrap starts must be inside every group.
+    if which == "fallback":
+        monkeypatch.setattr(confine, "launcher", lambda: None)
+    cgroup = TrialCgroup(f"join-{which}", SandboxLimits())
+    if not cgroup.enforced:
+        pytest.skip("no writable memory or pids cgroup here")
+    try:
+        bwrap = root_mounts(SandboxLimits()) + namespace_args()
+        proc = subprocess.Popen(confined_argv(bwrap, ["/bin/sleep", "30"], SandboxLimits(), cgroup), env=LAUNCH_ENV,
+                                cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            members: dict[str, set[int]] = {}
+            for _ in range(200):
+                members = {name: {int(p) for p in (group / "cgroup.procs").read_text().split()}
+                           for name, group in cgroup.dirs.items()}
+                if proc.poll() is not None or all(len(pids) >= 2 for pids in members.values()):  # bwrap + sleep
+                    break
+                time.sleep(0.02)
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            for name, pids in members.items():
+                assert proc.pid in pids, (name, pids)
+                assert len(pids) >= 2, (name, pids)
+                assert os.getpid() not in pids, name
+        finally:
+            cgroup.kill()
+            if proc.poll() is None:  # a launcher that joined nothing left it outside the groups
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    finally:
+        cgroup.remove()
