@@ -145,41 +145,63 @@ def _cgroup_bases() -> dict[str, Path]:
 
     The base is the cgroup hrbench itself runs in (as /proc/self/cgroup names it), so a delegated
     subtree (systemd's Delegate=, a container's own cgroup) works as well as the root hierarchy."""
+    try:
+        bases = cgroup_bases(Path("/proc/self/cgroup").read_text(), Path("/proc/self/mountinfo").read_text())
+    except OSError:
+        return {}
+    return {name: base for name, base in bases.items() if os.access(base, os.W_OK)}
+
+
+def cgroup_bases(proc_cgroup: str, mountinfo: str) -> dict[str, Path]:
+    """The directory of this process's own memory and pids cgroups, from /proc/self/cgroup and
+    /proc/self/mountinfo. A hierarchy may be mounted from inside (a container sees its own cgroup
+    as the mount's root, while /proc/self/cgroup still names the full path), so the path is taken
+    relative to the mount's root before it is joined to the mount point."""
     own: dict[str, str] = {}
     try:
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
+        for line in proc_cgroup.splitlines():
             _, controllers, path = line.split(":", 2)
             for name in controllers.split(",") if controllers else ["<v2>"]:
                 own[name] = path
-    except OSError:
+    except ValueError:
         return {}
-    mounts: dict[str, Path] = {}
+    mounts: dict[str, tuple[str, Path]] = {}  # controller -> (root inside the hierarchy, mount point)
     try:
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        for line in mountinfo.splitlines():
             fields = line.split()
             sep = fields.index("-")
             fstype, options = fields[sep + 1], fields[sep + 3].split(",")
             if fstype == "cgroup2":
-                mounts.setdefault("<v2>", Path(fields[4]))
+                mounts.setdefault("<v2>", (fields[3], Path(fields[4])))
             elif fstype == "cgroup":
                 for name in ("memory", "pids"):
                     if name in options:
-                        mounts.setdefault(name, Path(fields[4]))
-    except (OSError, ValueError, IndexError):
+                        mounts.setdefault(name, (fields[3], Path(fields[4])))
+    except (ValueError, IndexError):
         return {}
+
+    def inside(key: str) -> Path | None:
+        root, point = mounts[key]
+        relative = os.path.relpath(own[key], root)
+        return None if relative.startswith("..") else point / ("" if relative == "." else relative)
+
     bases: dict[str, Path] = {}
     for name in ("memory", "pids"):
         if name in mounts and name in own:
-            bases[name] = mounts[name] / own[name].lstrip("/")
+            base = inside(name)
         elif "<v2>" in mounts and "<v2>" in own:
-            v2 = mounts["<v2>"] / own["<v2>"].lstrip("/")
+            base = inside("<v2>")
             try:
-                enabled = (v2 / "cgroup.subtree_control").read_text().split()
+                enabled = (base / "cgroup.subtree_control").read_text().split() if base is not None else []
             except OSError:
                 enabled = []
-            if name in enabled:
-                bases[name] = v2
-    return {name: base for name, base in bases.items() if os.access(base, os.W_OK)}
+            if name not in enabled:
+                base = None
+        else:
+            base = None
+        if base is not None:
+            bases[name] = base
+    return bases
 
 
 _POOL_SIZE = 32  # emptied cgroups kept for reuse: creating and removing a memory cgroup is slow
