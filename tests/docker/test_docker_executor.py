@@ -118,3 +118,61 @@ def test_same_residual_table_as_in_process(in_process: Path, in_containers):
     key = "tables/baseline/horizon_residuals/rotting.parquet"
     a, b = stored_table(in_process, key), stored_table(out, key)
     assert len(a) > 0 and a.equals(b)
+
+
+def test_step_containers_leave_no_cgroups_on_the_host(in_containers):
+    """The trial cgroups are children of a step container's own: every one is gone with the container."""
+    _, _, records = in_containers
+    assert records
+    left = [p for c in records for p in Path("/sys/fs/cgroup").glob(f"*/libpod_parent/libpod-{c}*")]
+    assert not left, left
+
+
+def test_executor_setting_selects_the_trial_steps_executor(study: Path, tmp_path: Path, monkeypatch):
+    from pipelines.builder import build_definitions
+
+    monkeypatch.setenv("HRBENCH_EXECUTOR", "docker")
+    defs = build_definitions(study, tmp_path, executor=ExecutorSettings.from_env())
+    executors = {job.name: job.executor_def.name for job in defs.resolve_all_job_defs() if not job.name.startswith("__")}
+    assert {executors[j] for j in TRIAL_JOBS} == {"hrbench_docker_executor"}
+    assert len(executors) == 7 and {e for j, e in executors.items() if j not in TRIAL_JOBS} == {"in_process"}
+    monkeypatch.delenv("HRBENCH_EXECUTOR")
+    defs = build_definitions(study, tmp_path, executor=ExecutorSettings.from_env())
+    assert {job.executor_def.name for job in defs.resolve_all_job_defs() if not job.name.startswith("__")} == {"in_process"}
+    monkeypatch.setenv("HRBENCH_EXECUTOR", "k8s")
+    with pytest.raises(ValueError, match="HRBENCH_EXECUTOR='k8s' is not an executor hrbench knows: use in_process"):
+        ExecutorSettings.from_env()
+
+
+def test_step_mounts_are_the_same_paths_and_read_only_but_out(study: Path, tmp_path: Path):
+    from pipelines.defs.study.executor import REPO_ROOT, docker_executor_config
+
+    config = docker_executor_config(ExecutorSettings(kind="docker"), study, FIXTURES / "registry", tmp_path)
+    volumes = config["container_kwargs"]["volumes"]
+    assert all(v["bind"] == host for host, v in volumes.items())
+    writable = {host for host, v in volumes.items() if v["mode"] == "rw"}
+    assert writable == {str(tmp_path.resolve()), "/sys/fs/cgroup"}
+    assert {str(REPO_ROOT), str(study.parent)} <= set(volumes)
+    assert f"PYTHONPATH={REPO_ROOT}" in config["env_vars"]
+
+
+def test_docker_run_launcher_instance_differs_only_in_its_launcher(tmp_path: Path, monkeypatch):
+    """deploy/dagster-docker.yaml validates against the launcher's schema and is deploy/dagster.yaml otherwise."""
+    from dagster._config import process_config
+    from dagster._core.instance.config import dagster_instance_config
+    from dagster_docker import DockerRunLauncher
+
+    plain = yaml.safe_load((REPO / "deploy" / "dagster.yaml").read_text())
+    text = (REPO / "deploy" / "dagster-docker.yaml").read_text()
+    docker_yaml = yaml.safe_load(text)
+    launcher = docker_yaml.pop("run_launcher")
+    plain.pop("run_launcher")
+    assert docker_yaml == plain
+    assert launcher["module"] == "dagster_docker" and launcher["class"] == "DockerRunLauncher"
+    checked = process_config(DockerRunLauncher.config_type(), launcher["config"])
+    assert checked.success, checked.errors
+    DockerRunLauncher(**checked.value)  # its own checks (no `network` in container_kwargs, ...)
+    (tmp_path / "dagster.yaml").write_text(text)
+    monkeypatch.setenv("DAGSTER_PG_URL", "postgresql+psycopg2://dagster@127.0.0.1:1/dagster")
+    config, _ = dagster_instance_config(str(tmp_path))
+    assert config["run_launcher"]["class"] == "DockerRunLauncher"

@@ -8,7 +8,8 @@ code (the repository root, on PYTHONPATH, and its git directory: the code versio
 pre-registration hash), the virtualenv and the Python it was made from, the study file's
 and the task registry's directories; OUT read-write (tables, journals, and the SQLite instance under
 OUT/.dagster when no DAGSTER_HOME is set). Trials inside it run on the `local` backend, so the container is
-privileged: bubblewrap needs namespaces and the trial cgroups a writable cgroup tree (docs/deploy.md).
+privileged, with the host's cgroup tree mounted: bubblewrap needs namespaces and the trial cgroups a writable
+cgroup tree (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -67,10 +68,16 @@ def step_executor(job: str, settings: ExecutorSettings, study_file: Path, regist
 
 def docker_executor_config(settings: ExecutorSettings, study_file: Path, registry: Path, out: Path) -> dict:
     """docker_executor's config: the image, the network, the environment and the same-path volumes of a step."""
-    read_only = [REPO_ROOT, *_git_dir(), Path(sys.prefix), Path(sys.base_prefix), study_file.parent, registry]
+    # A virtualenv made from the image's own python3 (base prefix /usr) needs no Python mounted: /usr is the image's.
+    base_python = [] if Path(sys.base_prefix) in (Path("/usr"), Path("/")) else [Path(sys.base_prefix)]
+    read_only = [REPO_ROOT, *_git_dir(), Path(sys.prefix), *base_python, study_file.parent, registry]
     volumes = {str(p): {"bind": str(p), "mode": "ro"} for p in dict.fromkeys(p.resolve() for p in read_only)}
     writable = [out, *([Path(os.environ["DAGSTER_HOME"])] if os.environ.get("DAGSTER_HOME") else [])]
     volumes.update({str(p.resolve()): {"bind": str(p.resolve()), "mode": "rw"} for p in writable})
+    # The trial cgroups go under the container's own (hrbench.envs.confine finds it as mount point + the
+    # path /proc/self/cgroup names): the hierarchies must be mounted from their root, which the engine's
+    # own cgroup mounts are not on cgroup v1, and podman's Docker API ignores `cgroupns`.
+    volumes["/sys/fs/cgroup"] = {"bind": "/sys/fs/cgroup", "mode": "rw"}
     return {
         "image": settings.image,
         "network": settings.network,
