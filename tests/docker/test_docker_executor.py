@@ -10,7 +10,7 @@ import subprocess
 import docker
 import pytest
 import yaml
-from dagster import DagsterEventType, DagsterInstance, EventRecordsFilter
+from dagster import DagsterEventType, DagsterInstance
 
 from pipelines.defs.study.executor import STEP_LABEL, TRIAL_JOBS, ExecutorSettings
 from pipelines.materialize import instance_for, run_study
