@@ -34,13 +34,13 @@ closure() {
   # PACKAGES and their dependencies (recursively, no recommends) at this host's candidate versions,
   # minus those the base image has at that version (its rootfs may predate a point release: then
   # e.g. perl-base comes along, since perl needs the same version)
-  local p candidate
+  local all
   # shellcheck disable=SC2086  # a word list on purpose
-  for p in $(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
-             --no-enhances $PACKAGES 2>/dev/null | grep -v '^ ' | grep -v '^<' | sort -u); do
-    candidate=$(apt-cache policy "$p" | awk '/Candidate:/ {print $2}')
-    grep -qxF "$p=$candidate" <<<"$installed" || echo "$p"
-  done
+  all=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces \
+        --no-enhances $PACKAGES 2>/dev/null | grep -v '^ ' | grep -v '^<' | sort -u)
+  # shellcheck disable=SC2086
+  apt-cache policy $all | awk '/^[^ ].*:$/ {p = substr($1, 1, length($1) - 1)} /Candidate:/ {print p "=" $2}' \
+    | grep -vxF "$installed" | cut -d= -f1 || true
 }
 mkdir "$ctx/debs"
 pkgs=$(closure)

@@ -45,7 +45,7 @@ def in_process(study: Path, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def executor_image(docker_host: str) -> str:
-    """The step containers' image, built by the project's script (about 3 min the first time, then < 1 s)."""
+    """The step containers' image, built by the project's script (about 15 s the first time, then < 1 s)."""
     subprocess.run([str(REPO / "scripts" / "executor_image.sh")], check=True, timeout=1200)
     return ExecutorSettings().image
 
