@@ -55,6 +55,7 @@ def in_containers(study: Path, docker_host: str, executor_image: str, tmp_path_f
     """The same study with HRBENCH_EXECUTOR=docker; yields (OUT, its instance, the step containers' records)."""
     out = tmp_path_factory.mktemp("docker-executor")
     client = docker.DockerClient(base_url=docker_host)
+    mine = f"{STEP_LABEL}={out.resolve()}"  # this run's step containers, not another session's on the engine
     try:
         with pytest.MonkeyPatch.context() as env:
             env.setenv("HRBENCH_EXECUTOR", "docker")
@@ -62,11 +63,11 @@ def in_containers(study: Path, docker_host: str, executor_image: str, tmp_path_f
             env.delenv("DAGSTER_HOME", raising=False)  # the instance under OUT/.dagster, which the steps see
             instance = instance_for(out)
             run_study(study, out, instance=instance, progress=False)
-        containers = client.containers.list(all=True, filters={"label": STEP_LABEL})
+        containers = client.containers.list(all=True, filters={"label": mine})
         yield out, instance, {c.id: {"exit": c.attrs["State"]["ExitCode"], "env": c.attrs["Config"]["Env"]}
                               for c in containers}
     finally:
-        for c in client.containers.list(all=True, filters={"label": STEP_LABEL}):
+        for c in client.containers.list(all=True, filters={"label": mine}):
             c.remove(force=True)
 
 
@@ -154,6 +155,7 @@ def test_step_mounts_are_the_same_paths_and_read_only_but_out(study: Path, tmp_p
     assert writable == {str(tmp_path.resolve()), "/sys/fs/cgroup"}
     assert {str(REPO_ROOT), str(study.parent)} <= set(volumes)
     assert f"PYTHONPATH={REPO_ROOT}" in config["env_vars"]
+    assert config["container_kwargs"]["labels"] == {STEP_LABEL: str(tmp_path.resolve())}
 
 
 def test_docker_run_launcher_instance_differs_only_in_its_launcher(tmp_path: Path, monkeypatch):

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 EXECUTOR_ENV = "HRBENCH_EXECUTOR"
 TRIAL_JOBS = ("checkpoint_trials_job", "natural_trials_job")
 REPO_ROOT = Path(__file__).resolve().parents[3]
-STEP_LABEL = "org.hrbench.step"  # on every step container, for `ps --filter label=` and clean-up
+STEP_LABEL = "org.hrbench.step"  # on every step container, its value OUT: `ps --filter label=...=OUT`, clean-up
 # Handed to each step container when set here: the study, the store, the instance (docs/deploy.md).
 PASSED_ENV = ("HRBENCH_STUDY", "HRBENCH_OUT", "HRBENCH_PROGRESS", EXECUTOR_ENV, "HRBENCH_STORE",
               "HRBENCH_S3_ENDPOINT_URL", "HRBENCH_S3_BUCKET", "HRBENCH_S3_PREFIX", "AWS_ACCESS_KEY_ID",
@@ -85,7 +85,7 @@ def docker_executor_config(settings: ExecutorSettings, study_file: Path, registr
         "env_vars": [*[name for name in PASSED_ENV if os.environ.get(name) is not None], f"PYTHONPATH={REPO_ROOT}",
                      # the step's command is `dagster api execute_step`: the virtualenv's dagster first
                      f"PATH={Path(sys.prefix) / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-        "container_kwargs": {"volumes": volumes, "privileged": True, "labels": {STEP_LABEL: "1"},
+        "container_kwargs": {"volumes": volumes, "privileged": True, "labels": {STEP_LABEL: str(out.resolve())},
                              "working_dir": str(REPO_ROOT)},
     }
 
