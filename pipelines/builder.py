@@ -15,6 +15,7 @@ from hrbench.tasks.loader import load_registry
 from pipelines.defs.agents.sensors import build_agent_sensor
 from pipelines.defs.study.assets import build_study_assets
 from pipelines.defs.study.checks import build_study_checks
+from pipelines.defs.study.executor import ExecutorSettings, step_executor
 from pipelines.defs.study.jobs import build_jobs, steps_for
 from pipelines.defs.study.partitions import agent_task_partitions
 from pipelines.defs.study.schedules import build_automation_sensor, build_schedules
@@ -22,14 +23,17 @@ from resources.storage import storage_from_env
 from resources.study import StudyResource, TableIOManager
 
 
-def build_definitions(study_path: str | Path, out_dir: str | Path, progress: bool = False) -> Definitions:
-    """Definitions for one study: its task partitions, assets, checks, step jobs, schedule, sensors, resources."""
+def build_definitions(study_path: str | Path, out_dir: str | Path, progress: bool = False,
+                      executor: ExecutorSettings = ExecutorSettings()) -> Definitions:
+    """Definitions for one study: its task partitions, assets, checks, step jobs, schedule, sensors, resources;
+    the trial steps under `executor` (in-process by default)."""
     loaded = load_study(study_path)
     task_names = [t.name for t in load_registry(loaded.registry, loaded.study.tasks.include)]
     agent_task = agent_task_partitions(task_names)
     conditions = loaded.study.condition_names
-    jobs = build_jobs(loaded.study.name, steps_for(loaded.study))
     out = Path(out_dir).resolve()
+    jobs = build_jobs(loaded.study.name, steps_for(loaded.study),
+                      lambda job: step_executor(job, executor, loaded.source, Path(loaded.registry), out))
     storage = storage_from_env()  # local disk unless HRBENCH_STORE=s3 (docs/storage.md)
     return Definitions(
         assets=build_study_assets(agent_task, conditions, loaded.study.needs_prefix_rollouts,

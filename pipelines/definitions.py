@@ -3,7 +3,8 @@
 HRBENCH_OUT (default: ./out) is where the study's tables, journals and report go;
 HRBENCH_STUDY is the study file (default: the one that made HRBENCH_OUT, recorded in
 OUT/study_source.json, else the built-in demo study). HRBENCH_PROGRESS=1 shows trial
-progress bars. `hrbench run` launches the jobs of this same code location (`step_job`),
+progress bars. HRBENCH_EXECUTOR=docker runs the trial steps one container per step
+(pipelines/defs/study/executor.py, docs/deploy.md). `hrbench run` launches the jobs of this same code location (`step_job`),
 so its runs can be re-executed from the UI.
 """
 
@@ -18,6 +19,7 @@ import dagster as dg
 from hrbench.preregistration import recorded_study_source
 from hrbench.protocol import DEMO_STUDY
 from pipelines.builder import build_definitions
+from pipelines.defs.study.executor import ExecutorSettings
 
 
 def study_and_out() -> tuple[str, str]:
@@ -29,13 +31,14 @@ def study_and_out() -> tuple[str, str]:
 
 
 @functools.cache
-def _definitions(study: str, out: str, progress: bool) -> dg.Definitions:
-    return build_definitions(study, out, progress=progress)
+def _definitions(study: str, out: str, progress: bool, executor: ExecutorSettings) -> dg.Definitions:
+    return build_definitions(study, out, progress=progress, executor=executor)
 
 
 def current() -> dg.Definitions:
     study, out = study_and_out()
-    return _definitions(str(Path(study).resolve()), str(Path(out).resolve()), os.environ.get("HRBENCH_PROGRESS") == "1")
+    return _definitions(str(Path(study).resolve()), str(Path(out).resolve()), os.environ.get("HRBENCH_PROGRESS") == "1",
+                        ExecutorSettings.from_env())
 
 
 @dg.definitions

@@ -135,6 +135,10 @@ def _failure(out: Path, label: str, run_id: str, failed_checks: list, events: li
                 root = root.cause
             causes.append(_one_line(root.message))
             details.append(error.to_string())
+        elif event.event_type == DagsterEventType.RUN_FAILURE and getattr(event.event_specific_data, "error", None):
+            # the executor itself failed (e.g. a step container that would not start): no step error says why
+            causes.append(_one_line(event.event_specific_data.error.message))
+            details.append(event.event_specific_data.error.to_string())
     log = out / "logs" / f"run-{run_id}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(f"{label} failed (run {run_id})\n\n" + "\n\n".join(details) + "\n")

@@ -7,9 +7,9 @@ runs per step. `hrbench run` launches these jobs; so do the agent sensor and the
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Callable, Literal
 
-from dagster import AssetKey, AssetSelection, JobDefinition, define_asset_job, in_process_executor
+from dagster import AssetKey, AssetSelection, ExecutorDefinition, JobDefinition, define_asset_job, in_process_executor
 from pydantic import BaseModel
 
 from hrbench.protocol import Study
@@ -58,11 +58,13 @@ def agent_steps(steps: list[Step]) -> list[Step]:
     return [s for s in steps if s.partitioned != "none"]
 
 
-def build_jobs(study_name: str, steps: list[Step]) -> list[JobDefinition]:
-    """The step jobs of a study, tagged with its name (runs are found by it in the UI)."""
+def build_jobs(study_name: str, steps: list[Step],
+               executor_for: Callable[[str], ExecutorDefinition] = lambda job: in_process_executor) -> list[JobDefinition]:
+    """The step jobs of a study, tagged with its name (runs are found by it in the UI); `executor_for` a job's
+    name gives its executor (pipelines/defs/study/executor.py)."""
     return [
         define_asset_job(step.job, selection=AssetSelection.assets(*[AssetKey.from_user_string(a) for a in step.assets]),
-                         executor_def=in_process_executor, tags={"hrbench/study": study_name},
+                         executor_def=executor_for(step.job), tags={"hrbench/study": study_name},
                          description=f"Study step: {step.label}.")
         for step in steps
     ]
