@@ -76,9 +76,13 @@ def test_the_demo_declares_three_sim_agents_under_all_four_conditions(gamma: dic
     assert {c for _, c in delta} == set(CONDITIONS) - {"baseline"}
 
 
-def test_families_have_five_tasks_with_cluster_t_intervals(summary: dict):
+def test_families_have_five_tasks_with_cluster_t_intervals_or_a_flagged_bound(summary: dict):
     families = [r for r in summary["residuals"] if r["scope"] == "family"]
-    assert families and all(r["n_tasks"] >= 5 and r["ci_method"] == "cluster-t" for r in families)
+    assert families and all(r["n_tasks"] >= 5 for r in families)
+    assert all(r["ci_method"] == "cluster-t" for r in families if r["gamma"] is not None)
+    # A family with no passing natural rollout (at four per cell the rotting agent's 4-stage family
+    # can have none) gets a one-sided bound, flagged, never an interval.
+    assert all(r["bound"] == "lower" and "zero-rule" in r["flags"] for r in families if r["gamma"] is None)
 
 
 # --- the context-rot agent: a context reset removes its residual, a state repair does not ------------
