@@ -3,9 +3,9 @@
 Draws the study's trial tables from each sim agent's closed-form model (hrbench.simulate: same
 distribution as the sandboxed trials, no sandbox), runs the same analysis as the asset graph
 (residuals per condition, contrasts, sensitivity), and counts how often each acceptance clause
-holds, and all of them at once. The default design is examples/studies/interventions-demo.yaml (the
-four-condition study sized like the demo, docs/interventions.md; `tests/test_interventions_study.py`
-asserts the same kind of clauses on a real run of examples/studies/interventions.yaml).
+holds, and all of them at once. The default design is the built-in demo, hrbench/studies/demo.yaml
+(docs/interventions.md; tests/test_demo.py asserts the same clauses on a real run of it, and
+`tests/test_interventions_study.py` the same kind on a real run of examples/studies/interventions.yaml).
 
 Each interval is compared with the truth of its own estimand: a headline `all` interval of a
 residual (`tasks: sampled`) with `true_gamma_sampled`, its trial-level interval (`tasks: fixed`)
@@ -36,7 +36,7 @@ from hrbench.runner import TrialRunner
 from hrbench.simulate import simulated_trials
 from hrbench.stores import StudyStores
 
-INTERVENTIONS_DEMO = Path(__file__).resolve().parents[1] / "examples" / "studies" / "interventions-demo.yaml"
+DEMO = Path(__file__).resolve().parents[1] / "hrbench" / "studies" / "demo.yaml"
 
 # Which intervention removes each degrading agent's residual and which leaves it (issue 9 acceptance).
 ROLES = {"sim-rotting": ("context_reset", "state_repair"), "sim-fragile": ("state_repair", "context_reset")}
@@ -142,7 +142,7 @@ def _one(args: argparse.Namespace, seed: int) -> tuple[dict[str, bool], dict[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--study", default=str(INTERVENTIONS_DEMO))
+    parser.add_argument("--study", default=str(DEMO))
     parser.add_argument("--seeds", type=int, default=40)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2)

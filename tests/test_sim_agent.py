@@ -10,6 +10,7 @@ import pytest
 
 from hrbench.agents.sim import SimAgent, sim_truth, task_skill
 from hrbench.envs.local import LocalBackend
+from hrbench.harness.loop import trial_context
 from hrbench.harness.records import TrialSpec
 from hrbench.harness.trials import run_checkpoint_trial, run_natural_trial
 from hrbench.agents.specs import SimParams
@@ -109,3 +110,24 @@ def test_same_trial_key_replays_the_same_outcome(tmp_path: Path):
                               CONDITIONS["baseline"], budget, 11, trajectory_dir=tmp_path / "t")
             for i in range(12)]
     assert [r.stages_passed for r in runs[:6]] == [r.stages_passed for r in runs[6:]]
+
+
+def test_every_real_trial_outcome_is_the_draw_the_model_made(tmp_path: Path):
+    """The sandboxed path adds no failures of its own (a verifier time-out, a sandbox error, a wrong
+    stage) and loses none: each checkpoint trial passes exactly when its first draw, recomputed from
+    the trial key's seed, falls below the task's skill. A coin-flip skill makes both outcomes common."""
+    task = load_task(TINY_TASK)
+    backend = LocalBackend(tmp_path / "cache")
+    params = SimParams(skill=0.6, skill_spread=0.2)
+    skill = task_skill(params, task.name)
+    outcomes, draws = [], []
+    for i in range(5):
+        for stage in ("make", "double", "report"):
+            spec = _spec("checkpoint", stage, index=i)
+            result = run_checkpoint_trial(spec, task, SimAgent(params), backend, CheckpointProtocol(), 5,
+                                          trajectory_dir=tmp_path / "t")
+            assert result.exit_reason in ("passed", "failed"), (spec.key, result.exit_reason, result.error)
+            outcomes.append(result.passed)
+            draws.append(np.random.default_rng(trial_context(spec, task, 5).seed).random() < skill)
+    assert outcomes == draws
+    assert 0 < sum(outcomes) < len(outcomes)  # both outcomes were exercised

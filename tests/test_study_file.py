@@ -17,10 +17,12 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def test_demo_study_is_valid_and_declares_two_sim_agents_on_the_workflow_and_transduction_tasks():
+def test_demo_study_is_valid_and_declares_three_sim_agents_under_four_conditions_on_the_builtin_tasks():
     loaded = load_study(DEMO_STUDY)
-    assert [a.kind for a in loaded.study.agents] == ["sim", "sim"]
-    assert loaded.study.zero_rule == "jeffreys" and loaded.study.condition_names == ["baseline"]
+    assert [a.id for a in loaded.study.agents] == ["sim-steady", "sim-rotting", "sim-fragile"]
+    assert all(a.kind == "sim" for a in loaded.study.agents)
+    assert loaded.study.zero_rule == "jeffreys"
+    assert loaded.study.condition_names == ["baseline", "context_reset", "state_repair", "compaction"]
     include = loaded.study.tasks.include
     # ten workflow tasks and one transduction family of five (family-level intervals need >= 5 tasks)
     assert len(include) == 15 and len([t for t in include if t.startswith("lt-arith-")]) == 5
