@@ -30,7 +30,6 @@ import re
 import secrets
 import shlex
 import shutil
-import socket
 import sys
 import tarfile
 import tempfile
@@ -56,6 +55,9 @@ log = logging.getLogger(__name__)
 DEFAULT_BASE_IMAGE = "hrbench/debian:bookworm"
 AGENT_USER = "47000:47000"  # the local sandbox's uid (docs/security.md)
 LABEL = "org.hrbench.env"
+# Each backend marks its containers with a token of its own: the engine may be shared (other processes,
+# other users), and what one backend left behind must be told apart from another's.
+OWNER_LABEL = "org.hrbench.backend"
 OUTPUT_LIMIT = 2 * 1024 * 1024  # bytes kept of one exec's output (first and last half)
 # Bump when what goes into a state image changes (user, ownership, setup): old images are not reused.
 STATE_RECIPE = f"2 {AGENT_USER}"
@@ -149,6 +151,58 @@ _WRAP = ('timeout -s KILL "$1" bash -c "$2" & p=$!; { wait $p; } 2>/dev/null; rc
 # count against the pids limit; the reaper spares the main process as PID 1's oldest child.
 _MAIN = ["sleep", "infinity"]
 
+# The persistent shell's host side: a process piping its stdin and stdout to a started exec's
+# hijacked connection (Docker's raw stream: 8-byte frame headers on the way out). Plain sockets
+# and the standard library only, run with `python -I -S`: it starts in a few hundredths of a
+# second, where importing the Docker SDK (and hrbench) took about a second of CPU per shell.
+# argv: unix|tcp, socket path or host:port, the request path.
+_RELAY = r"""
+import os, socket, sys, threading
+kind, where, path = sys.argv[1:4]
+if kind == "unix":
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(where)
+else:
+    host, _, port = where.rpartition(":")
+    s = socket.create_connection((host, int(port)))
+body = b'{"Detach": false, "Tty": false}'
+s.sendall(("POST %s HTTP/1.1\r\nHost: docker\r\nContent-Type: application/json\r\nConnection: Upgrade\r\n"
+           "Upgrade: tcp\r\nContent-Length: %d\r\n\r\n" % (path, len(body))).encode() + body)
+buf = b""
+while b"\r\n\r\n" not in buf:
+    chunk = s.recv(65536)
+    if not chunk:
+        sys.exit("hrbench: the Docker API closed the shell's connection: %r" % buf[:300])
+    buf += chunk
+head, _, buf = buf.partition(b"\r\n\r\n")
+if head.split(b" ", 2)[1] not in (b"101", b"200"):
+    sys.exit("hrbench: the Docker API refused the shell's exec: %r" % head[:300])
+
+def feed():
+    try:
+        while data := os.read(0, 65536):
+            s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+
+threading.Thread(target=feed, daemon=True).start()
+while True:
+    while len(buf) >= 8 and len(buf) >= 8 + int.from_bytes(buf[4:8], "big"):
+        end = 8 + int.from_bytes(buf[4:8], "big")
+        view = memoryview(buf)[8:end]
+        while view:
+            view = view[os.write(1, view):]
+        buf = buf[end:]
+    try:
+        chunk = s.recv(65536)
+    except OSError:
+        chunk = b""
+    if not chunk:
+        break
+    buf += chunk
+"""
+
 
 class WorkdirFile(NamedTuple):
     """A file of a container's workdir: its content, or the target of a symlink, and its mode."""
@@ -222,9 +276,9 @@ def _split_verifier_output(text: str, nonce: str) -> tuple[str, dict[str, bytes]
 
 
 class DockerShell(PersistentShell):
-    """PersistentShell over a `docker exec` with stdin attached (through `attach`, below).
+    """PersistentShell over a `docker exec` with stdin attached (through `_RELAY`, above).
 
-    The bash runs in the container, not below the attach process, so interrupt and close
+    The bash runs in the container, not below the relay process, so interrupt and close
     signal it from a root exec that finds it by the nonce on its command line."""
 
     def __init__(self, env: DockerEnvironment, max_pids: int):
@@ -237,11 +291,11 @@ class DockerShell(PersistentShell):
             env.container_id, ["bash", "--noprofile", "--norc", "-s", f"hrbench-shell-{self.shell_id}"],
             stdin=True, stdout=True, stderr=True, user=env.user, workdir=env.task.workdir, environment=_ENV,
         )["Id"]
-        host = env.backend.docker_host
-        argv = [sys.executable, "-m", "hrbench.envs.docker", "attach", exec_id] + ([host] if host else [])
+        argv = [sys.executable, "-I", "-S", "-c", _RELAY, *env.backend.api_address(),
+                f"/v{api.api_version}/exec/{exec_id}/start"]
         super().__init__(argv)
-        # Ready before the agent types: starting the attach process and the exec takes a second or
-        # so (local's shell starts at once), which must not eat the first command's wait.
+        # Ready before the agent types: starting the relay and the exec takes a few tenths of a second
+        # (local's shell starts at once), which must not eat the first command's wait.
         if not self.send("", 60):
             raise SandboxError(f"container {env.container_id[:12]}: the persistent shell did not start within 60 s")
         self.read()
@@ -256,7 +310,7 @@ class DockerShell(PersistentShell):
         self._release()
 
     def _release(self) -> None:
-        """The host side only (the attach process): for a shell whose bash is already dead."""
+        """The host side only (the relay process): for a shell whose bash is already dead."""
         self._env.shells.discard(self)
         super().close()
 
@@ -423,7 +477,7 @@ class DockerEnvironment:
     # -- lifetime --------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Remove the container (every process in it dies with it), then the shells' attach processes."""
+        """Remove the container (every process in it dies with it), then the shells' relay processes."""
         self.backend.remove_container(self.container_id)
         self.alive = False
         for shell in list(self.shells):
@@ -458,12 +512,24 @@ class DockerBackend:
         self._guard = threading.Lock()
         self._known: set[str] = set()  # state images seen in the engine by this process
         self._users: dict[str, str] = {}  # image -> its agent user
+        self.owner = secrets.token_hex(8)  # OWNER_LABEL of this backend's containers
 
     @property
     def client(self) -> docker.DockerClient:
         if self._client is None:
             self._client = _client(self.docker_host)
         return self._client
+
+    def api_address(self) -> tuple[str, str]:
+        """("unix", socket path) or ("tcp", host:port) of the engine's API, for the shell's relay."""
+        host = self.docker_host or "unix:///var/run/docker.sock"  # the SDK's default, as _client uses it
+        scheme, _, where = host.partition("://")
+        if scheme in ("unix", "http+unix"):
+            return "unix", "/" + where.lstrip("/")
+        if scheme in ("tcp", "http"):  # plain, as _client connects to an explicit host
+            return "tcp", where.rstrip("/")
+        raise SandboxError(f"the docker backend's persistent shell needs a unix:// or tcp:// Docker API, "
+                           f"not {host!r}; point DOCKER_HOST at the engine's socket")
 
     def _lock(self, key: str) -> threading.Lock:
         with self._guard:
@@ -630,7 +696,8 @@ class DockerBackend:
         try:
             container_id = api.create_container(
                 image, entrypoint=_MAIN[:1], command=_MAIN[1:], user="0", environment=_ENV,
-                working_dir=task.workdir, hostname="hrbench", labels={LABEL: task.name}, host_config=host_config,
+                working_dir=task.workdir, hostname="hrbench", labels={LABEL: task.name, OWNER_LABEL: self.owner},
+                host_config=host_config,
             )["Id"]
             try:
                 api.start(container_id)
@@ -666,37 +733,3 @@ class DockerBackend:
         fresh = self._container(env.task, image)
         self.remove_container(env.container_id)
         env.container_id, env.user = fresh.container_id, fresh.user
-
-
-def attach(exec_id: str, docker_host: str | None = None) -> int:
-    """Pipe this process's stdin/stdout to a created exec (the DockerShell's bash); returns at its end."""
-    from docker.utils.socket import frames_iter
-
-    client = _client(docker_host)
-    sock = client.api.exec_start(exec_id, socket=True)
-    raw: socket.socket = getattr(sock, "_sock", sock)
-
-    def feed() -> None:
-        try:
-            while data := os.read(0, 65536):
-                raw.sendall(data)
-        except OSError:
-            pass
-        try:
-            raw.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-
-    threading.Thread(target=feed, daemon=True).start()
-    try:
-        for _, data in frames_iter(sock, tty=False):
-            os.write(1, data)
-    except OSError:
-        pass
-    return 0
-
-
-if __name__ == "__main__":
-    if len(sys.argv) >= 3 and sys.argv[1] == "attach":
-        raise SystemExit(attach(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None))
-    raise SystemExit("usage: python -m hrbench.envs.docker attach EXEC_ID [DOCKER_HOST]")

@@ -27,20 +27,6 @@ def env(backend: DockerBackend):
     environment.close()
 
 
-BUILTIN = sorted(p.parent for p in (REPO / "task_registry").glob("*/task.toml"))
-
-
-@pytest.mark.parametrize("path", [TINY_TASK, *BUILTIN], ids=lambda p: p.name)
-def test_reference_passes_and_nothing_fails_every_stage(backend: DockerBackend, path: Path):
-    rows = audit_task(load_task(path), backend)
-    assert rows and all(r.ok for r in rows), [r.problem for r in rows if not r.ok]
-    # the same criterion as local's audit (tests/test_audit.py), the tamper check included: it ran, on the
-    # container's files, and the planted forgers did not beat what doing nothing scores
-    assert all(r.reference_reward == 1 and r.forged_reward is not None and r.forged_reward <= r.nothing_reward
-               for r in rows), [(r.stage, r.forged_reward, r.nothing_reward) for r in rows]
-    assert hrbench_containers(backend) == []
-
-
 def test_oracle_state_images_are_built_once(backend: DockerBackend, tmp_path: Path, monkeypatch):
     task = load_task(TINY_TASK)
     first = backend.checkpoint_state(task, 3)
