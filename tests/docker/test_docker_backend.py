@@ -98,7 +98,7 @@ PY"""
 
 def test_agent_is_unprivileged_and_owns_only_the_workdir(env: DockerEnvironment):
     result = env.exec("id -u; grep CapEff /proc/self/status; touch /usr/escape 2>&1; touch /etc/escape 2>&1; "
-                      "mkdir /logs 2>&1; touch /app/ok && echo app-ok; touch /tmp/ok && echo tmp-ok", 10)
+                      "touch /logs/escape 2>&1; touch /app/ok && echo app-ok; touch /tmp/ok && echo tmp-ok", 10)
     lines = result.output.splitlines()
     assert lines[0] == "47000" and lines[1].split() == ["CapEff:", "0000000000000000"]
     assert result.output.count("Permission denied") >= 3 and "app-ok" in lines and "tmp-ok" in lines
@@ -110,12 +110,12 @@ def test_agent_sees_no_solution_test_or_host_secret(backend: DockerBackend, monk
     try:
         result = environment.exec(
             "env; find / -xdev \\( -name solve.sh -o -name test.sh -o -name checks.sh \\) 2>/dev/null; "
-            f"ls /tests /logs {REPO} 2>&1; echo done", 60)
+            f"ls /tests /logs/verifier {REPO} 2>&1; echo done", 60)
         assert "s3cr3t-value" not in result.output and "HRBENCH_PROBE_SECRET" not in result.output
         assert "solve.sh" not in result.output and "test.sh" not in result.output
         assert result.output.count("No such file or directory") == 3 and result.output.strip().endswith("done")
         environment.verify(load_task(TINY_TASK).stages[1])
-        after = environment.exec("ls /tests /logs 2>&1", 10)  # tests are removed after verification
+        after = environment.exec("ls /tests /logs/verifier 2>&1", 10)  # tests are removed after verification
         assert after.output.count("No such file or directory") == 2
     finally:
         environment.close()
