@@ -175,6 +175,15 @@ kill -KILL -- -$p 2>/dev/null; rm -rf /solution
 exit $rc
 """
 
+# A tar of the paths given that exist (the workdir and the persisted paths), on stdout, as root.
+_TAR_PATHS = r"""
+cd / || exit 2
+have=()
+for p in "$@"; do [ -e "${p#/}" ] && [ ! -L "${p#/}" ] && have+=("${p#/}"); done
+[ ${#have[@]} -gt 0 ] || exit 0
+exec tar -cf - --no-wildcards -- "${have[@]}"
+"""
+
 # The agent's command, bounded by `timeout` (which signals its whole process group), and
 # whatever it left running in that group killed after it: as with local, where a command's
 # sandbox dies with it, a background job does not outlive its command.
@@ -546,28 +555,44 @@ class DockerEnvironment:
 
     def workdir_files(self) -> dict[str, WorkdirFile]:
         """Every file and symlink of the workdir (and of the task's persisted paths, under
-        PERSIST_DIR/, as local keeps them), read through the Docker API (`get_archive`), keyed by path
-        relative to the workdir: what the audit's tamper check compares on a backend without
-        workspace directories."""
-        import docker
+        PERSIST_DIR/, as local keeps them), keyed by path relative to the workdir: what the audit's
+        tamper check compares on a backend without workspace directories.
 
+        One root exec of the image's `tar` over all the paths (_TAR_PATHS): the engine's own archive
+        endpoint costs several times the engine CPU of an exec per path (it mounts the container's
+        root each time; measured 0.15 s against 0.025 s for an exec of all three), and the audit reads
+        the files four times per stage."""
+        api = self.backend.client.api
+        exec_id = api.exec_create(self.container_id, ["bash", "-c", _TAR_PATHS, "hrbench", self.task.workdir,
+                                                      *self.task.persist], stdout=True, stderr=True, user="0")["Id"]
+        out, err = io.BytesIO(), HeadTail(2000)
+        for stdout, stderr in api.exec_start(exec_id, stream=True, demux=True):
+            out.write(stdout or b"")
+            err.add(stderr or b"")
+        code = api.exec_inspect(exec_id).get("ExitCode")
+        if code not in (0, 1):  # 1: a file changed while tar read it (a live agent process), which is fine
+            raise SandboxError(f"container {self.container_id[:12]}: reading {self.task.workdir} with the image's "
+                               f"tar failed (exit {code}; the docker backend needs bash and tar in the image): "
+                               f"{err.render()}")
+        roots = sorted([(self.task.workdir.strip("/"), ""),
+                        *((p.strip("/"), f"{PERSIST_DIR}/{p.strip('/')}/") for p in self.task.persist)],
+                       key=lambda root: -len(root[0]))  # the longest path that holds a member names it
         files: dict[str, WorkdirFile] = {}
-        for path, prefix in [(self.task.workdir, ""),
-                             *((p, f"{PERSIST_DIR}/{p.strip('/')}/") for p in self.task.persist)]:
-            try:
-                stream, _ = self.backend.client.api.get_archive(self.container_id, path)
-            except docker.errors.NotFound:
-                continue
-            with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-                for member in tar:
-                    _, _, rel = member.name.partition("/")  # the top entry is the directory itself
-                    if not rel:
-                        continue
-                    if member.issym():
-                        files[prefix + rel] = WorkdirFile(link=member.linkname, mode=member.mode)
-                    elif member.isfile():
-                        data = tar.extractfile(member)
-                        files[prefix + rel] = WorkdirFile(data=data.read() if data else b"", mode=member.mode)
+        if not out.tell():
+            return files
+        out.seek(0)
+        with tarfile.open(fileobj=out) as tar:
+            for member in tar:
+                name = member.name.removeprefix("./").rstrip("/")
+                root, prefix = next(((r, x) for r, x in roots if name.startswith(r + "/")), (None, ""))
+                if root is None:
+                    continue  # a root itself
+                rel = prefix + name[len(root) + 1:]
+                if member.issym():
+                    files[rel] = WorkdirFile(link=member.linkname, mode=member.mode)
+                elif member.isfile():
+                    data = tar.extractfile(member)
+                    files[rel] = WorkdirFile(data=data.read() if data else b"", mode=member.mode)
         return files
 
     def open_shell(self, max_pids: int = 256) -> DockerShell:
