@@ -43,7 +43,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from hrbench.envs.base import ExecResult, SandboxError, VerifierResult
 from hrbench.envs.confine import SANDBOX_PATH
-from hrbench.envs.local import CHECK_LIBRARY, PERSIST_DIR, _read_rewards, _unit
+from hrbench.envs.local import (
+    CHECK_LIBRARY,
+    PERSIST_DIR,
+    LocalEnvironment,
+    _read_rewards,
+    _unit,
+)
 from hrbench.envs.shell import PersistentShell
 from hrbench.harness.truncation import HeadTail
 from hrbench.tasks.harbor import (
@@ -446,6 +452,7 @@ class DockerEnvironment:
         self.shells: set[DockerShell] = set()
         self.alive = True
         self.artifacts_dir: Path | None = None  # where verify() saves artifacts (per stage), when set
+        self._begun: set[int] = set()  # stages whose workdir files, setup.sh and healthcheck ran
 
     def _task_env(self, *extra: tuple[tuple[str, str], ...], where: str = "[environment.env]") -> dict[str, str]:
         """[environment.env] plus `extra` tables, templates resolved from the harness's environment (as local)."""
@@ -522,11 +529,32 @@ class DockerEnvironment:
         return result
 
     def begin_stage(self, stage: Stage) -> None:
-        """Harbor step workdir/ files, setup.sh and healthchecks run on local only so far: refuse a
-        stage that needs them rather than run it without them."""
-        if stage.workdir_files is not None or stage.setup_script is not None or stage.healthcheck is not None:
-            raise SandboxError(f"task {self.task.name!r}: step {stage.name!r} has workdir/ files, a setup.sh or "
-                               "a healthcheck, which the docker backend does not run yet; use the local backend")
+        """Before the agent's turn at `stage` (once per stage), as local: the step's workdir/ files
+        copied into WORKDIR (the agent user's), its setup.sh run there (then removed), its healthcheck
+        run. Raises SandboxError when setup.sh or a healthcheck fails."""
+        if stage.index in self._begun:
+            return
+        self._begun.add(stage.index)
+        if stage.workdir_files is not None:
+            files: dict[str, tuple[bytes | str | None, int]] = {}
+            _add_folder(files, stage.workdir_files, ".")
+            self.backend.client.api.put_archive(self.container_id, self.task.workdir, _tar(files))
+            done = self.root_exec('chown -R "$1" "$2"', [self.user, self.task.workdir], 60)
+            if done.exit_code != 0:
+                raise SandboxError(f"task {self.task.name!r}: step {stage.name!r}: giving its workdir/ files to the "
+                                   f"agent user failed:\n{done.output[-400:]}")
+        if stage.setup_script is not None:
+            script = f"{self.task.workdir}/setup.sh"
+            result = self.exec(f"bash {script}; code=$?; rm -f {script}; exit $code\n",
+                               stage.agent_timeout_sec or self.task.agent_timeout_sec)
+            if result.exit_code != 0:
+                raise SandboxError(f"task {self.task.name!r}: steps/{stage.name}/workdir/setup.sh failed "
+                                   f"(exit {result.exit_code}):\n{result.output[-800:]}")
+        if stage.healthcheck is not None:
+            self.healthcheck(stage.healthcheck, f"[steps.healthcheck] of step {stage.name!r}")
+
+    # Docker HEALTHCHECK semantics over this environment's exec: local's loop, which needs only `exec`
+    healthcheck = LocalEnvironment.healthcheck
 
     def exec(self, command: str, timeout_s: float) -> ExecResult:
         """Run `command` with bash as the agent user, bounded by `timeout_s`, with [environment.env]."""
@@ -921,7 +949,16 @@ class DockerBackend:
         """A fresh container of the checkpoint image, for one trial."""
         if state is not None:
             raise SandboxError(AGENT_STATES_UNSUPPORTED)
-        return self._container(task, self.checkpoint_state(task, stages_done))
+        env = self._container(task, self.checkpoint_state(task, stages_done))
+        try:  # as local: the environment's healthcheck, then the first stage's set-up
+            if task.healthcheck is not None:
+                env.healthcheck(task.healthcheck, "[environment.healthcheck]")
+            if stages_done < task.n_stages:
+                env.begin_stage(task.stages[stages_done])
+        except BaseException:
+            env.close()
+            raise
+        return env
 
     def save_state(self, env: DockerEnvironment, state: str) -> None:
         raise SandboxError(AGENT_STATES_UNSUPPORTED)
@@ -934,3 +971,4 @@ class DockerBackend:
         fresh = self._container(env.task, image)
         self.remove_container(env.container_id)
         env.container_id, env.user = fresh.container_id, fresh.user
+        env._begun = {i for i in env._begun if i < stages_done}  # the next stage's setup runs again

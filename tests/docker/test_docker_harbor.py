@@ -19,6 +19,7 @@ from hrbench.harness.trials import artifacts_folder, run_natural_trial
 from hrbench.protocol import CONDITIONS, CheckpointProtocol
 from hrbench.tasks.harbor import ARTIFACTS_LIMIT_BYTES, ARTIFACTS_MANIFEST
 from hrbench.tasks.loader import load_task
+from tests.conftest import FIXTURES
 from tests.docker.conftest import hrbench_containers
 
 pytestmark = pytest.mark.slow  # podman, image builds, containers
@@ -116,3 +117,20 @@ def test_extraction_past_the_total_leaves_placeholders_never_copied(tmp_path: Pa
     placeholders = _extract_bounded([buf.getvalue()], tmp_path / "x")
     assert placeholders == {tmp_path / "x" / "out" / "a"}  # 4 x 3.99 MB read, the fifth is past 4x the limit
     assert (tmp_path / "x" / "out" / "a").stat().st_size == size and not (tmp_path / "escape").exists()
+
+
+def test_a_harbor_multi_step_task_runs_on_docker_as_on_local(backend: DockerBackend, tmp_path: Path):
+    """tests/fixtures/harbor/ledger: a step's workdir/ files and setup.sh, the environment's and a step's
+    healthcheck, [environment.env] and [steps.verifier.env], a task-level verifier for the last step, and
+    artifacts (tests/harbor/test_harbor_study.py runs it on local)."""
+    task = load_task(FIXTURES / "harbor" / "ledger")
+    spec = TrialSpec(prereg_sha256="0" * 64, agent="oracle", condition="baseline", protocol="p", task=task.name,
+                     kind="natural", stage=None, trial_index=0)
+    record = run_natural_trial(spec, task, OracleAgent(), backend, CONDITIONS["baseline"],
+                               CheckpointProtocol().budget, 1, trajectory_dir=tmp_path / "trajectories")
+    assert record.passed and record.stages_passed == 2, (record.error, record.stage_outcomes_json)
+    saved = json.loads(record.artifacts_json)
+    assert [Path(p).name for p in saved["open"]] == ["open.log", "ledger.txt"]
+    assert (tmp_path / saved["open"][0]).read_text() == "opened with 100\n"
+    assert (tmp_path / saved["close"][-1]).read_text() == "EUR 100\nclosed\n"
+    assert hrbench_containers(backend) == []
