@@ -15,8 +15,9 @@ verifier run as the unprivileged sandbox uid 47000 (or the image's own non-root 
 owns only the workdir. Before each verification every agent process is killed (the persistent
 shells too, as with local); the stage's tests are copied in just for it and removed after; the
 reward is read after the verifier and all it started are dead. Solutions are never in the image:
-the build context is environment/ only, and solve.sh reaches a container only as the command
-that replays it. docs/docker.md has the whole story and where this differs from local.
+the build context is environment/ only, and a step's solution/ folder reaches a container only
+while its replay runs (at /solution, as local mounts it). Verifications collect Harbor artifacts
+as local does. docs/docker.md has the whole story and where this differs from local.
 """
 
 from __future__ import annotations
