@@ -533,10 +533,7 @@ class DockerEnvironment:
         """Before the agent's turn at `stage` (once per stage), as local: the step's workdir/ files
         copied into WORKDIR (the agent user's), its setup.sh run there (then removed), its healthcheck
         run. Raises SandboxError when setup.sh or a healthcheck fails."""
-        if stage.index in self._begun:
-            return
-        self._begun.add(stage.index)
-        if stage.workdir_files is not None:
+        if stage.index not in self._begun and stage.workdir_files is not None:
             files: dict[str, tuple[bytes | str | None, int]] = {}
             _add_folder(files, stage.workdir_files, ".")
             self.backend.client.api.put_archive(self.container_id, self.task.workdir, _tar(files))
@@ -544,15 +541,9 @@ class DockerEnvironment:
             if done.exit_code != 0:
                 raise SandboxError(f"task {self.task.name!r}: step {stage.name!r}: giving its workdir/ files to the "
                                    f"agent user failed:\n{done.output[-400:]}")
-        if stage.setup_script is not None:
-            script = f"{self.task.workdir}/setup.sh"
-            result = self.exec(f"bash {script}; code=$?; rm -f {script}; exit $code\n",
-                               stage.agent_timeout_sec or self.task.agent_timeout_sec)
-            if result.exit_code != 0:
-                raise SandboxError(f"task {self.task.name!r}: steps/{stage.name}/workdir/setup.sh failed "
-                                   f"(exit {result.exit_code}):\n{result.output[-800:]}")
-        if stage.healthcheck is not None:
-            self.healthcheck(stage.healthcheck, f"[steps.healthcheck] of step {stage.name!r}")
+        # the rest is local's, over this environment's `exec`: setup.sh, the healthcheck, once per stage
+        # (its workdir/ copy writes a workspace directory, done above through the engine instead)
+        LocalEnvironment.begin_stage(self, stage.model_copy(update={"workdir_files": None}))
 
     # Docker HEALTHCHECK semantics over this environment's exec: local's loop, which needs only `exec`
     healthcheck = LocalEnvironment.healthcheck
