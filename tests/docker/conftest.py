@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hrbench.envs.docker import LABEL, DockerBackend
+from hrbench.envs.docker import LABEL, OWNER_LABEL, DockerBackend
 
 REPO = Path(__file__).resolve().parents[2]
 PODMAN_SH = REPO / "scripts" / "podman.sh"
@@ -55,6 +55,8 @@ def backend(docker_host: str, tmp_path_factory) -> DockerBackend:
     return DockerBackend(tmp_path_factory.mktemp("docker-cache"), docker_host=docker_host, memory_mb=512)
 
 
-def hrbench_containers(backend: DockerBackend) -> list[str]:
-    """Ids of every container (running or not) this backend's label marks."""
-    return [c.id for c in backend.client.containers.list(all=True, filters={"label": LABEL})]
+def hrbench_containers(backend: DockerBackend, task: str | None = None) -> list[str]:
+    """Ids of every container (running or not) this backend made (of `task`, when given): the engine is
+    shared, and other processes' containers are not this suite's to count."""
+    labels = [f"{OWNER_LABEL}={backend.owner}"] + ([f"{LABEL}={task}"] if task else [])
+    return [c.id for c in backend.client.containers.list(all=True, filters={"label": labels})]

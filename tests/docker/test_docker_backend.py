@@ -27,20 +27,6 @@ def env(backend: DockerBackend):
     environment.close()
 
 
-BUILTIN = sorted(p.parent for p in (REPO / "task_registry").glob("*/task.toml"))
-
-
-@pytest.mark.parametrize("path", [TINY_TASK, *BUILTIN], ids=lambda p: p.name)
-def test_reference_passes_and_nothing_fails_every_stage(backend: DockerBackend, path: Path):
-    rows = audit_task(load_task(path), backend)
-    assert rows and all(r.ok for r in rows), [r.problem for r in rows if not r.ok]
-    # the same criterion as local's audit (tests/test_audit.py), the tamper check included: it ran, on the
-    # container's files, and the planted forgers did not beat what doing nothing scores
-    assert all(r.reference_reward == 1 and r.forged_reward is not None and r.forged_reward <= r.nothing_reward
-               for r in rows), [(r.stage, r.forged_reward, r.nothing_reward) for r in rows]
-    assert hrbench_containers(backend) == []
-
-
 def test_oracle_state_images_are_built_once(backend: DockerBackend, tmp_path: Path, monkeypatch):
     task = load_task(TINY_TASK)
     first = backend.checkpoint_state(task, 3)
@@ -112,7 +98,7 @@ PY"""
 
 def test_agent_is_unprivileged_and_owns_only_the_workdir(env: DockerEnvironment):
     result = env.exec("id -u; grep CapEff /proc/self/status; touch /usr/escape 2>&1; touch /etc/escape 2>&1; "
-                      "mkdir /logs 2>&1; touch /app/ok && echo app-ok; touch /tmp/ok && echo tmp-ok", 10)
+                      "touch /logs/escape 2>&1; touch /app/ok && echo app-ok; touch /tmp/ok && echo tmp-ok", 10)
     lines = result.output.splitlines()
     assert lines[0] == "47000" and lines[1].split() == ["CapEff:", "0000000000000000"]
     assert result.output.count("Permission denied") >= 3 and "app-ok" in lines and "tmp-ok" in lines
@@ -124,12 +110,12 @@ def test_agent_sees_no_solution_test_or_host_secret(backend: DockerBackend, monk
     try:
         result = environment.exec(
             "env; find / -xdev \\( -name solve.sh -o -name test.sh -o -name checks.sh \\) 2>/dev/null; "
-            f"ls /tests /logs {REPO} 2>&1; echo done", 60)
+            f"ls /tests /logs/verifier {REPO} 2>&1; echo done", 60)
         assert "s3cr3t-value" not in result.output and "HRBENCH_PROBE_SECRET" not in result.output
         assert "solve.sh" not in result.output and "test.sh" not in result.output
         assert result.output.count("No such file or directory") == 3 and result.output.strip().endswith("done")
         environment.verify(load_task(TINY_TASK).stages[1])
-        after = environment.exec("ls /tests /logs 2>&1", 10)  # tests are removed after verification
+        after = environment.exec("ls /tests /logs/verifier 2>&1", 10)  # tests are removed after verification
         assert after.output.count("No such file or directory") == 2
     finally:
         environment.close()

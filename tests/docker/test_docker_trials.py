@@ -6,10 +6,10 @@ import pytest
 
 from hrbench.agents.oracle import OracleAgent
 from hrbench.agents.sim import SimAgent
+from hrbench.agents.specs import SimParams
 from hrbench.envs.docker import DockerBackend
 from hrbench.harness.records import TrialSpec
 from hrbench.harness.trials import run_checkpoint_trial, run_natural_trial
-from hrbench.agents.specs import SimParams
 from hrbench.protocol import CONDITIONS, CheckpointProtocol
 from hrbench.tasks.loader import load_task
 from tests.conftest import TINY_TASK
