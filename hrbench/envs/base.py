@@ -6,6 +6,7 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
+from hrbench.tasks.harbor import Healthcheck
 from hrbench.tasks.model import Stage, Task
 
 
@@ -49,6 +50,25 @@ class Environment(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class TrialEnvironment(Environment, Protocol):
+    """An environment that runs a task's healthchecks (both backends)."""
+
+    def healthcheck(self, check: Healthcheck, what: str) -> None: ...
+
+
+def ready_for_first_stage(env: TrialEnvironment, task: Task, stages_done: int) -> None:
+    """What every backend does with a new trial's environment before the agent's first turn: the
+    environment's healthcheck, then the first stage's set-up; the environment is closed if either fails."""
+    try:
+        if task.healthcheck is not None:
+            env.healthcheck(task.healthcheck, "[environment.healthcheck]")
+        if stages_done < task.n_stages:
+            env.begin_stage(task.stages[stages_done])
+    except BaseException:
+        env.close()
+        raise
 
 
 class SandboxError(RuntimeError):

@@ -42,7 +42,7 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from hrbench.envs.base import ExecResult, SandboxError, VerifierResult
+from hrbench.envs.base import ExecResult, SandboxError, VerifierResult, ready_for_first_stage
 from hrbench.envs.confine import SANDBOX_PATH
 from hrbench.envs.local import (
     CHECK_LIBRARY,
@@ -942,14 +942,7 @@ class DockerBackend:
         if state is not None:
             raise SandboxError(AGENT_STATES_UNSUPPORTED)
         env = self._container(task, self.checkpoint_state(task, stages_done))
-        try:  # as local: the environment's healthcheck, then the first stage's set-up
-            if task.healthcheck is not None:
-                env.healthcheck(task.healthcheck, "[environment.healthcheck]")
-            if stages_done < task.n_stages:
-                env.begin_stage(task.stages[stages_done])
-        except BaseException:
-            env.close()
-            raise
+        ready_for_first_stage(env, task, stages_done)
         return env
 
     def save_state(self, env: DockerEnvironment, state: str) -> None:

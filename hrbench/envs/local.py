@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hrbench.envs.base import ExecResult, SandboxError, VerifierResult
+from hrbench.envs.base import ExecResult, SandboxError, VerifierResult, ready_for_first_stage
 from hrbench.envs.confine import (
     LAUNCH_ENV,
     SANDBOX_PATH,
@@ -653,13 +653,10 @@ class LocalBackend:
         env = LocalEnvironment(task, workspace, owns_workspace=True, limits=self.limits, mounted=mounted)
         try:
             ensure_persist_dirs(workspace, task)
-            if task.healthcheck is not None:
-                env.healthcheck(task.healthcheck, "[environment.healthcheck]")
-            if stages_done < task.n_stages:
-                env.begin_stage(task.stages[stages_done])
         except BaseException:
             env.close()
             raise
+        ready_for_first_stage(env, task, stages_done)
         return env
 
     def restore(self, env: LocalEnvironment, stages_done: int) -> None:
