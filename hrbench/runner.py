@@ -7,6 +7,7 @@ lifecycle is in `harness/trials.py`, the journal in `harness/journal.py`.
 from __future__ import annotations
 
 import functools
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from hrbench.agents.base import Message
@@ -35,6 +36,9 @@ class TrialRunner:
         self.stores = stores
         self.backend_name = backend
         self.progress = progress
+        # One bound on the trials running at once, whichever partitions they belong to: partitions
+        # run side by side (pipelines/), so one task's slow last trials leave no sandbox slot idle.
+        self.slots = threading.BoundedSemaphore(design.study.concurrency)
 
     @functools.cached_property
     def backend(self) -> Backend:
@@ -116,7 +120,7 @@ class TrialRunner:
                                      save_states=save)
 
         return run_trials(self.prefix_specs(agent, task), execute, self._journal("prefix", agent, task),
-                          study.concurrency, f"prefix rollouts {agent} {task}", self.progress)
+                          study.concurrency, f"prefix rollouts {agent} {task}", self.progress, self.slots)
 
     def audit(self) -> list[StageAudit]:
         """Verifier audit of every task, tasks in parallel (each builds its own snapshots)."""
@@ -137,7 +141,7 @@ class TrialRunner:
                                         solution_state=lambda stage: self.solution_state(spec, stage))
 
         return run_trials(self.checkpoint_specs(agent, task), execute, self._journal("checkpoint", agent, task),
-                          study.concurrency, f"checkpoint {agent} {task}", self.progress)
+                          study.concurrency, f"checkpoint {agent} {task}", self.progress, self.slots)
 
     def run_natural_trials(self, agent: str, task: str, condition: str | None = None) -> list[TrialRecord]:
         """The natural rollouts of one condition (every condition when None), each condition its own journal."""
@@ -152,7 +156,7 @@ class TrialRunner:
         for c in [condition] if condition else study.condition_names:
             records += run_trials(self.natural_specs(agent, task, c), execute,
                                   self._journal("natural", agent, task, c), study.concurrency,
-                                  f"natural {c} {agent} {task}", self.progress)
+                                  f"natural {c} {agent} {task}", self.progress, self.slots)
         return records
 
     def _journal(self, kind: str, agent: str, task: str, condition: str | None = None):

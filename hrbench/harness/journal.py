@@ -223,10 +223,13 @@ def run_trials(
     concurrency: int = 2,
     description: str = "trials",
     progress: bool = True,
+    slots: threading.Semaphore | None = None,
 ) -> list[TrialRecord]:
     """Run every spec without a result in the journal; return all records in spec order.
 
-    Trials run in a bounded thread pool (they wait on sandbox processes). A trial that ends in
+    Trials run in a bounded thread pool (they wait on sandbox processes); with `slots`, each trial
+    also holds one of them while it runs, so calls running side by side (several partitions) share
+    one bound. A trial that ends in
     `harness_error`, returned by `execute` or raised from it (an infrastructure failure: sandbox,
     snapshot, disk), is returned as such for this run's table (left out of every estimate) and kept
     in the attempts journal, not the journal: the next run tries it again.
@@ -236,6 +239,12 @@ def run_trials(
     todo = [s for s in specs if s.key not in done]
 
     def guarded(spec: TrialSpec) -> TrialRecord:
+        if slots is None:
+            return attempt(spec)
+        with slots:
+            return attempt(spec)
+
+    def attempt(spec: TrialSpec) -> TrialRecord:
         start = time.monotonic()
         # when the trial began: the evidence-order check compares it with the time P_expected was fixed
         started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")

@@ -4,6 +4,9 @@ kept aside and retried on the next run, no duplicates."""
 from __future__ import annotations
 
 import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -135,3 +138,27 @@ def test_a_journal_path_that_is_a_directory_is_one_clear_error(tmp_path: Path):
     (tmp_path / "j.jsonl").mkdir()
     with pytest.raises(JournalError, match=r"j\.jsonl: the trial journal is a directory, not a file; move it away"):
         run_trials([_spec(0)], _record, TrialJournal(tmp_path / "j.jsonl"), progress=False)
+
+
+def test_calls_side_by_side_share_one_bound_of_running_trials_through_slots(tmp_path: Path):
+    # Two partitions run at once, each with a pool of 3; the study's bound is 3 trials in all.
+    slots = threading.BoundedSemaphore(3)
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def trial(spec: TrialSpec) -> TrialRecord:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        return _record(spec)
+
+    def partition(name: str) -> list[TrialRecord]:
+        return run_trials([_spec(i) for i in range(6)], trial, TrialJournal(tmp_path / f"{name}.jsonl"),
+                          concurrency=3, progress=False, slots=slots)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(partition, ["a", "b"]))
+    assert [len(r) for r in results] == [6, 6] and all(r.exit_reason == "passed" for rs in results for r in rs)
+    assert peak[0] == 3  # without the shared slots the two pools reach 6

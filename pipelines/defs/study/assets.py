@@ -106,10 +106,11 @@ def _meta(run: StudyRun, tables: dict[str, pd.DataFrame], regs: dict[str, AgentR
     return {**meta, **extra}
 
 
-def _parallel(run: StudyRun, per_partition: int, work, items: list) -> list:
-    """Partitions in parallel when each has fewer trials than the pool (many small tasks); else one at a time."""
-    workers = max(1, run.study.concurrency // max(1, min(run.study.concurrency, per_partition)))
-    if workers == 1 or len(items) == 1:
+def _parallel(run: StudyRun, work, items: list) -> list:
+    """Partitions side by side; their trials share the runner's one bound of `concurrency` at a time,
+    so a partition's slowest trials never leave the pool idle while the next partition waits."""
+    workers = min(len(items), run.study.concurrency)
+    if workers <= 1:
         return [work(i) for i in items]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(work, items))
@@ -264,12 +265,11 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
                 "registered_at": reg.registered_at, "path": str(path.relative_to(run.out_dir))}])
         return _output(tables, _version(tables), metadata=_meta(run, tables, regs))
 
-    def trial_tables(context: AssetExecutionContext, run: StudyRun, specs, execute) -> tuple[dict, dict, pd.DataFrame]:
+    def trial_tables(context: AssetExecutionContext, run: StudyRun, execute) -> tuple[dict, dict, pd.DataFrame]:
         """Every (agent, task) partition of this run: its stamped trial table; the registrations; all rows."""
         pairs = _pairs(context)
         regs = {a: registered(run, a) for a in sorted({a for a, _ in pairs})}
-        per_partition = len(specs(*pairs[0])) if pairs else 1
-        frames = _parallel(run, per_partition, lambda p: _stamp(records_table(execute(p)), regs[p[0]]), pairs)
+        frames = _parallel(run, lambda p: _stamp(records_table(execute(p)), regs[p[0]]), pairs)
         tables = {_key(*p): f for p, f in zip(pairs, frames)}
         return tables, regs, pd.concat(frames, ignore_index=True)
 
@@ -278,8 +278,7 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
     def prefix_rollouts(context: AssetExecutionContext, study: StudyResource) -> Output[dict]:
         """Rollouts under full history whose transcripts `matched` checkpoints start from (not observed as P_obs)."""
         run = study.run()
-        tables, regs, everything = trial_tables(context, run, run.runner.prefix_specs,
-                                                lambda p: run.runner.run_prefix_rollouts(*p))
+        tables, regs, everything = trial_tables(context, run, lambda p: run.runner.run_prefix_rollouts(*p))
         return _output(tables, _version(tables), metadata=_meta(
             run, tables, regs, harness_errors=analysis.harness_errors(everything)))
 
@@ -291,8 +290,7 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
         """m_i trials of each stage from its declared checkpoint e_{i-1}, one row per trial, for every
         distinct checkpoint protocol (keyed by its hash: conditions sharing a protocol share its trials)."""
         run = study.run()
-        tables, regs, everything = trial_tables(context, run, run.runner.checkpoint_specs,
-                                                lambda p: run.runner.run_checkpoint_trials(*p))
+        tables, regs, everything = trial_tables(context, run, lambda p: run.runner.run_checkpoint_trials(*p))
         return _output(tables, _version(tables), metadata=_meta(
             run, tables, regs, passed=int(everything["passed"].sum()),
             harness_errors=analysis.harness_errors(everything), protocols=len(run.runner.protocol_labels())))
@@ -439,8 +437,7 @@ def _condition_branch(condition: str, agent_task: MultiPartitionsDefinition, ver
             records = [] if pair[0] in refused else run.runner.run_natural_trials(*pair, condition)
             return _stamp(records_table(records), regs[pair[0]])
 
-        per_partition = len(run.runner.natural_specs(*pairs[0], condition)) if pairs else 1
-        frames = _parallel(run, per_partition, one, pairs)
+        frames = _parallel(run, one, pairs)
         tables = {_key(*p): f for p, f in zip(pairs, frames)}
         everything = pd.concat(frames, ignore_index=True)
         extra = {"refused": f"expected_success missing for {refused}"} if refused else {}
