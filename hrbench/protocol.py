@@ -247,7 +247,7 @@ class Study(Frozen):
     quadrant: QuadrantThresholds = QuadrantThresholds()
     seed: int = Field(0, description="seeds every agent's randomness (with the trial key)")
     concurrency: int = Field(
-        4, ge=1, le=64, description="trials run at once inside one partition (they mostly wait on sandboxes)"
+        4, ge=1, le=64, description="trials run at once in one step, over all its partitions (they share this bound)"
     )
     depth: DepthSettings | None = Field(None, description="measure depth D by turn caps (task_depth asset)")
 
