@@ -714,14 +714,17 @@ class DockerBackend:
     saves_agent_states = False  # no `docker commit` snapshots yet: solution_conditioned needs `local`
 
     def __init__(self, cache_dir: Path, memory_mb: int = 1024, cpus: float = 1.0, pids_limit: int = 256,
-                 tmp_mb: int = 256, base_image: str = DEFAULT_BASE_IMAGE, docker_host: str | None = None):
+                 tmp_mb: int = 256, base_image: str = DEFAULT_BASE_IMAGE, docker_host: str | None = None,
+                 file_mb: int = 1024):
         """`cache_dir` holds only the build locks (the images live in the engine); trajectories go
-        beside it, as with local."""
+        beside it, as with local. `file_mb` bounds each file a trial writes (RLIMIT_FSIZE, as local
+        without root bounds its workspace): the container's writable layer has no quota."""
         self.cache_dir = Path(cache_dir)
         self.memory_mb = memory_mb
         self.cpus = cpus
         self.pids_limit = pids_limit
         self.tmp_mb = tmp_mb
+        self.file_mb = file_mb
         self.base_image = base_image
         self.docker_host = docker_host or os.environ.get("DOCKER_HOST")
         self._client: docker.DockerClient | None = None
@@ -897,6 +900,7 @@ class DockerBackend:
     def _container(self, task: Task, image: str, user: str | None = None) -> DockerEnvironment:
         """A running container of `image` with the trial limits; `user` defaults to the image's agent user."""
         import docker
+        from docker.types import Ulimit
 
         if user is None:
             if image not in self._users:
@@ -908,6 +912,8 @@ class DockerBackend:
             init=True, network_mode="bridge" if self._allow_internet(task) else "none",
             mem_limit=f"{self.memory_mb}m", memswap_limit=f"{self.memory_mb}m",
             nano_cpus=int(self.cpus * 1e9), pids_limit=self.pids_limit,
+            # no quota on the writable layer (the storage driver here sets none): each file is bounded
+            ulimits=[Ulimit(name="fsize", soft=self.file_mb << 20, hard=self.file_mb << 20)],
             tmpfs={"/tmp": f"rw,exec,nosuid,size={self.tmp_mb}m,mode=1777"},
             # the agent user gets no capability; root's few serve the harness's own execs (chown the
             # workdir, kill the agent's processes, run the verifier as the agent user)
