@@ -170,7 +170,7 @@ class DockerSide:
     container's), and the container's own filesystem (through a root exec) besides the host's."""
 
     name = "docker"
-    masked = "/proc/timer_list"  # one of the engine's masked paths (bound over by /dev/null); 0444 on the host
+    masked = "/sys/firmware"  # one of the engine's masked paths (an empty tmpfs over it); the host's lists acpi/ ...
     inside_dirs = ("/", "/usr", "/etc", "/var", "/root", "/home", "/opt", "/run", "/dev", "/proc", "/sys",
                    *CONTAINER_DIRS)
     agent_bounding = DOCKER_BOUNDING
@@ -255,9 +255,9 @@ def attacks(trial: Trial, side: LocalSide | DockerSide, cache: Path) -> dict[str
     if side.masked == "/etc/shadow":
         out = trial.sh("umount /etc/shadow; echo rc=$?; grep -c '^root:' /etc/shadow; true")
         held = "rc=0" not in out and "\n1\n" not in "\n" + out
-    else:  # a masked /proc file reads empty; unmasked, the host's would show
-        out = trial.sh(f"umount {side.masked}; echo rc=$?; echo bytes=$(wc -c < {side.masked}); true")
-        held = "rc=0" not in out and "bytes=0" in out
+    else:  # a masked directory is empty; unmasked, the host's entries would show
+        out = trial.sh(f"umount {side.masked}; echo rc=$?; echo entries=$(ls -A {side.masked} | wc -l); true")
+        held = "rc=0" not in out and "entries=0" in out
     results[f"umount a masked path ({side.masked})"] = (held, out.strip())
 
     for target in ("/usr", "/etc"):
