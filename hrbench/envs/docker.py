@@ -78,6 +78,10 @@ OUTPUT_LIMIT = 2 * 1024 * 1024  # bytes kept of one exec's output (first and las
 # Bump when what goes into a state image changes (user, ownership, setup): old images are not reused.
 STATE_RECIPE = f"3 {AGENT_USER}"
 _ENV = {"PATH": SANDBOX_PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}
+# An explicit ulimit list replaces the engine's configured defaults, and podman then sets its built-in
+# ones (2^20 open files and processes), which a host without CAP_SYS_RESOURCE refuses ("error setting
+# rlimit": no container starts): the values scripts/podman.sh's containers.conf sets, here too.
+_ULIMITS = {"nofile": 1024, "nproc": 1024}
 _LONG_COMMAND = 100_000  # longer commands go in as a file (one argv string is capped at 128 KiB)
 
 # Run as root inside the container. Modes:
@@ -913,7 +917,8 @@ class DockerBackend:
             mem_limit=f"{self.memory_mb}m", memswap_limit=f"{self.memory_mb}m",
             nano_cpus=int(self.cpus * 1e9), pids_limit=self.pids_limit,
             # no quota on the writable layer (the storage driver here sets none): each file is bounded
-            ulimits=[Ulimit(name="fsize", soft=self.file_mb << 20, hard=self.file_mb << 20)],
+            ulimits=[Ulimit(name="fsize", soft=self.file_mb << 20, hard=self.file_mb << 20),
+                     *(Ulimit(name=name, soft=n, hard=n) for name, n in _ULIMITS.items())],
             tmpfs={"/tmp": f"rw,exec,nosuid,size={self.tmp_mb}m,mode=1777"},
             # the agent user gets no capability; root's few serve the harness's own execs (chown the
             # workdir, kill the agent's processes, run the verifier as the agent user)
