@@ -78,6 +78,10 @@ OUTPUT_LIMIT = 2 * 1024 * 1024  # bytes kept of one exec's output (first and las
 # Bump when what goes into a state image changes (user, ownership, setup): old images are not reused.
 STATE_RECIPE = f"3 {AGENT_USER}"
 _ENV = {"PATH": SANDBOX_PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}
+# An explicit ulimit list replaces the engine's configured defaults, and podman then sets its built-in
+# ones (2^20 open files and processes), which a host without CAP_SYS_RESOURCE refuses ("error setting
+# rlimit": no container starts): the values scripts/podman.sh's containers.conf sets, here too.
+_ULIMITS = {"nofile": 1024, "nproc": 1024}
 _LONG_COMMAND = 100_000  # longer commands go in as a file (one argv string is capped at 128 KiB)
 
 # Run as root inside the container. Modes:
@@ -714,14 +718,17 @@ class DockerBackend:
     saves_agent_states = False  # no `docker commit` snapshots yet: solution_conditioned needs `local`
 
     def __init__(self, cache_dir: Path, memory_mb: int = 1024, cpus: float = 1.0, pids_limit: int = 256,
-                 tmp_mb: int = 256, base_image: str = DEFAULT_BASE_IMAGE, docker_host: str | None = None):
+                 tmp_mb: int = 256, base_image: str = DEFAULT_BASE_IMAGE, docker_host: str | None = None,
+                 file_mb: int = 1024):
         """`cache_dir` holds only the build locks (the images live in the engine); trajectories go
-        beside it, as with local."""
+        beside it, as with local. `file_mb` bounds each file a trial writes (RLIMIT_FSIZE, as local
+        without root bounds its workspace): the container's writable layer has no quota."""
         self.cache_dir = Path(cache_dir)
         self.memory_mb = memory_mb
         self.cpus = cpus
         self.pids_limit = pids_limit
         self.tmp_mb = tmp_mb
+        self.file_mb = file_mb
         self.base_image = base_image
         self.docker_host = docker_host or os.environ.get("DOCKER_HOST")
         self._client: docker.DockerClient | None = None
@@ -897,6 +904,7 @@ class DockerBackend:
     def _container(self, task: Task, image: str, user: str | None = None) -> DockerEnvironment:
         """A running container of `image` with the trial limits; `user` defaults to the image's agent user."""
         import docker
+        from docker.types import Ulimit
 
         if user is None:
             if image not in self._users:
@@ -908,6 +916,9 @@ class DockerBackend:
             init=True, network_mode="bridge" if self._allow_internet(task) else "none",
             mem_limit=f"{self.memory_mb}m", memswap_limit=f"{self.memory_mb}m",
             nano_cpus=int(self.cpus * 1e9), pids_limit=self.pids_limit,
+            # no quota on the writable layer (the storage driver here sets none): each file is bounded
+            ulimits=[Ulimit(name="fsize", soft=self.file_mb << 20, hard=self.file_mb << 20),
+                     *(Ulimit(name=name, soft=n, hard=n) for name, n in _ULIMITS.items())],
             tmpfs={"/tmp": f"rw,exec,nosuid,size={self.tmp_mb}m,mode=1777"},
             # the agent user gets no capability; root's few serve the harness's own execs (chown the
             # workdir, kill the agent's processes, run the verifier as the agent user)

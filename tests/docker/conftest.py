@@ -30,8 +30,10 @@ def docker_host(tmp_path_factory) -> str:
     subprocess.run([str(PODMAN_SH), "setup"], check=True, timeout=1200)
     sock = tmp_path_factory.mktemp("podman") / "podman.sock"
     env = {**os.environ, "CONTAINERS_CONF": _conf()}
+    # cwd: conmon writes an empty file `oom` into the service's working directory when a container's
+    # process is OOM-killed (the memory tests do that), which would litter the repository
     service = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{sock}"], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                               cwd=sock.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     host = f"unix://{sock}"
     import docker
     import requests
