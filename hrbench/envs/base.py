@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import Protocol
 
 from pydantic import BaseModel
 
-from hrbench.tasks.harbor import Healthcheck
+from hrbench.tasks.harbor import Healthcheck, resolve_env
 from hrbench.tasks.model import Stage, Task
 
 
@@ -69,6 +70,21 @@ def ready_for_first_stage(env: TrialEnvironment, task: Task, stages_done: int) -
     except BaseException:
         env.close()
         raise
+
+
+def task_env(task: Task, *extra: tuple[tuple[str, str], ...], where: str = "[environment.env]") -> dict[str, str]:
+    """A process's task variables, on either backend: [environment.env] plus `extra` tables (e.g.
+    [verifier.env], named `where` in errors), templates resolved from the harness's environment.
+    Reads os.environ itself, not a copy: only the variables a table names are read."""
+    toml = task.path / "task.toml"
+    try:
+        out = resolve_env(task.env, os.environ, f"{toml} [environment.env]") if task.env else {}
+        for table in extra:
+            if table:
+                out.update(resolve_env(table, os.environ, f"{toml} {where}"))
+    except KeyError as exc:
+        raise SandboxError(exc.args[0]) from None
+    return out
 
 
 class SandboxError(RuntimeError):

@@ -42,7 +42,7 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from hrbench.envs.base import ExecResult, SandboxError, VerifierResult, ready_for_first_stage
+from hrbench.envs.base import ExecResult, SandboxError, VerifierResult, ready_for_first_stage, task_env
 from hrbench.envs.confine import SANDBOX_PATH
 from hrbench.envs.local import (
     CHECK_LIBRARY,
@@ -58,7 +58,6 @@ from hrbench.tasks.harbor import (
     ARTIFACTS_MANIFEST,
     RewardError,
     primary_reward,
-    resolve_env,
     save_artifacts,
 )
 from hrbench.tasks.model import Stage, Task
@@ -460,16 +459,7 @@ class DockerEnvironment:
         self._begun: set[int] = set()  # stages whose workdir files, setup.sh and healthcheck ran
 
     def _task_env(self, *extra: tuple[tuple[str, str], ...], where: str = "[environment.env]") -> dict[str, str]:
-        """[environment.env] plus `extra` tables, templates resolved from the harness's environment (as local)."""
-        toml = self.task.path / "task.toml"
-        try:
-            out = resolve_env(self.task.env, os.environ, f"{toml} [environment.env]") if self.task.env else {}
-            for table in extra:
-                if table:
-                    out.update(resolve_env(table, os.environ, f"{toml} {where}"))
-        except KeyError as exc:
-            raise SandboxError(exc.args[0]) from None
-        return out
+        return task_env(self.task, *extra, where=where)
 
     # -- exec ------------------------------------------------------------------------------
 

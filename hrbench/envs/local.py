@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hrbench.envs.base import ExecResult, SandboxError, VerifierResult, ready_for_first_stage
+from hrbench.envs.base import ExecResult, SandboxError, VerifierResult, ready_for_first_stage, task_env
 from hrbench.envs.confine import (
     LAUNCH_ENV,
     SANDBOX_PATH,
@@ -46,7 +46,6 @@ from hrbench.tasks.harbor import (
     parse_reward_json,
     parse_reward_text,
     primary_reward,
-    resolve_env,
     save_artifacts,
 )
 from hrbench.tasks.model import Healthcheck, Stage, Task
@@ -203,17 +202,7 @@ class LocalEnvironment:
         self.artifacts_dir: Path | None = None  # where verify() copies artifacts (per stage), when set
 
     def _env(self, *extra: tuple[tuple[str, str], ...], where: str = "[environment.env]") -> dict[str, str]:
-        """[environment.env] plus `extra` tables, templates resolved from the harness's environment."""
-        # os.environ itself, not a copy: only the variables a table names are read (once per sandboxed process)
-        try:
-            out = resolve_env(self.task.env, os.environ, f"{self.task.path / 'task.toml'} [environment.env]") \
-                if self.task.env else {}
-            for table in extra:
-                if table:
-                    out.update(resolve_env(table, os.environ, f"{self.task.path / 'task.toml'} {where}"))
-        except KeyError as exc:
-            raise SandboxError(exc.args[0]) from None
-        return out
+        return task_env(self.task, *extra, where=where)
 
     def _args(self, extra: list[str] | None = None, **kwargs) -> list[str]:
         return _sandbox_args(self.workspace, self.task.workdir, self.limits, extra, persist=self.task.persist,
