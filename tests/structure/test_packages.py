@@ -44,10 +44,14 @@ def test_generated_tasks_load_with_their_families():
     calib = [t for n, t in tasks.items() if n.startswith("calib-")]
     assert sorted(t.name for t in calib) == ["calib-encrypted-chain", "calib-parallel", "calib-static-chain"]
     lt = [t for n, t in tasks.items() if n.startswith("lt-")]
-    assert len(lt) == len(REGISTRY_SET) == 20
-    for family in ("arithmetic", "uuid_sort", "variable_lookup", "table"):
-        assert sum(t.family == f"transduction-{family}" for t in lt) >= 5
-    assert all(t.n_stages == 2 and t.stages[1].depends_on == ("part1",) and t.docker_only is None for t in lt)
+    assert len(lt) == 2 * len(REGISTRY_SET) == 40
+    for chunks in (2, 4):
+        parts = [t for t in lt if t.name.endswith(f"-k{chunks}")]
+        for family in ("arithmetic", "uuid_sort", "variable_lookup", "table"):
+            assert sum(t.family == f"transduction-{family}" for t in parts) == 5
+        # a chain: part j needs part j-1, and nothing else
+        assert all(t.n_stages == chunks and t.docker_only is None and
+                   [s.depends_on for s in t.stages[1:]] == [(f"part{j}",) for j in range(1, chunks)] for t in parts)
 
 
 def test_cli_task_list_shows_the_generated_tasks():

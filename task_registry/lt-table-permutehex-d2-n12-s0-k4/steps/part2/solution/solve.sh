@@ -1,0 +1,9 @@
+#!/bin/bash
+cd /app
+# hrbench:key-begin
+cat >> output.txt <<'HRB_EOF'
+[R3],a5b,6c97bdcb38c305ae83520d5877508ddc9dc,63554fba,4776bc79980f66cde177e52aa8,f5064995da4e30c8a54881b212
+[R4],4f67a98,4784b6146783bf785409cf4411,ee392167a800bceb2234312b6a6f7dafd7,e1053244b120da35a97c97,200a6541
+[R9],2724a5ce2b6b45af,cb9037048bc6,72099dc52de2cf424016c10cfce0befac,9640a1b2965bcac1a183ac32f1,6dc56aae26
+HRB_EOF
+# hrbench:key-end
