@@ -1,7 +1,7 @@
 """What the demo's transduction family and depth measurement add to its run: wall and CPU time.
 
 The demo runs each step as one Dagster run over every task (the runs per step do not grow with
-the task count), so what its five transduction tasks and its `depth:` section add is the work of
+the task count), so what its transduction tasks and its `depth:` section add is the work of
 their trials and depth rollouts. This runs exactly that work, on the local backend with the demo's
 agents, trial counts and concurrency, into a scratch output directory:
 

@@ -459,12 +459,17 @@ def sensitivity_sweep(design: StudyDesign, agent: str, checkpoint: pd.DataFrame,
     return design.stamp(pd.concat(frames, ignore_index=True))
 
 
+# The agreement check's Monte Carlo size: a tenth of an estimate's (the tolerance is 4 of its standard
+# errors, so a real disagreement above ~0.01 still fails), since it runs per task for every swept choice.
+_CHECK_SIMS = 20_000
+
+
 def _check_model_agrees(design: StudyDesign, outcomes: list[TaskOutcomes], est: Estimand) -> None:
     if est.baseline_model != "checkpoint_simulator":
         return
     for t in outcomes:
         q = estimate_task(t, est.zero_rule).q
-        sim = p_expected(q, "checkpoint_simulator", StageGraph.path(q), seed=design.study.seed)
+        sim = p_expected(q, "checkpoint_simulator", StageGraph.path(q), n_sims=_CHECK_SIMS, seed=design.study.seed)
         if abs(sim.p_expected - p_expected(q, "product").p_expected) > 4 * (sim.mc_se or 0.0) + 1e-12:
             raise ExpectedMismatch(f"task {t.name!r}: the checkpoint simulator and the product disagree under "
                                    f"{est.decomposition}/{est.zero_rule}; the sweep resamples the product")

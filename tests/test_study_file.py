@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,12 @@ def test_demo_study_is_valid_and_declares_three_sim_agents_under_four_conditions
     assert loaded.study.zero_rule == "jeffreys"
     assert loaded.study.condition_names == ["baseline", "context_reset", "state_repair", "compaction"]
     include = loaded.study.tasks.include
-    # ten workflow tasks and one transduction family of five (family-level intervals need >= 5 tasks)
-    assert len(include) == 15 and len([t for t in include if t.startswith("lt-arith-")]) == 5
+    # one workflow family and four transduction families, five four-stage tasks each (family-level
+    # intervals need >= 5 tasks; an equal stage count gives every task of an agent the same true Γ)
+    tasks = load_registry(loaded.registry, include)
+    families = Counter(t.family for t in tasks)
+    assert len(tasks) == 25 and len(families) == 5 and set(families.values()) == {5}
+    assert {t.n_stages for t in tasks} == {4}
     assert set(loaded.study.depth.tasks) <= set(include) and loaded.study.depth.agents == ["sim-steady"]
 
 

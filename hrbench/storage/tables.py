@@ -4,12 +4,43 @@ from __future__ import annotations
 
 import hashlib
 import io
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import pandas as pd
 
 from hrbench.storage.base import Store
 from hrbench.storage.local import LocalStore
+
+
+# Decoded tables by the SHA-256 of their bytes. The steps of one Dagster run read the same partitions
+# many times (every analysis asset of an agent reads its checkpoint trials), and decoding a small
+# parquet file costs ~100 times reading its bytes. Keyed by content, so a rewritten table is never
+# served stale; bounded by the bytes it stands for.
+_DECODED: OrderedDict[bytes, tuple[int, pd.DataFrame]] = OrderedDict()
+_DECODED_BYTES = [0]
+_DECODED_MAX_BYTES = 64 * 2**20
+_DECODED_LOCK = threading.Lock()
+
+
+def decode_table(data: bytes) -> pd.DataFrame:
+    """The table stored as parquet `data` (a fresh copy: callers may modify it)."""
+    digest = hashlib.sha256(data).digest()
+    with _DECODED_LOCK:
+        hit = _DECODED.get(digest)
+        if hit is not None:
+            _DECODED.move_to_end(digest)
+            return hit[1].copy()
+    frame = pd.read_parquet(io.BytesIO(data), engine="pyarrow")
+    if len(data) <= _DECODED_MAX_BYTES // 8:
+        with _DECODED_LOCK:
+            if digest not in _DECODED:
+                _DECODED[digest] = (len(data), frame.copy())
+                _DECODED_BYTES[0] += len(data)
+            while _DECODED_BYTES[0] > _DECODED_MAX_BYTES:
+                _DECODED_BYTES[0] -= _DECODED.popitem(last=False)[1][0]
+    return frame
 
 
 class TableStore:
@@ -42,7 +73,7 @@ class TableStore:
         except FileNotFoundError:
             raise FileNotFoundError(f"no table {asset} {'/'.join(partition)} at {self.store.address(key)}; "
                                     "materialize it first") from None
-        return pd.read_parquet(io.BytesIO(data), engine="pyarrow")
+        return decode_table(data)
 
     def exists(self, asset: str, partition: tuple[str, ...]) -> bool:
         return self.store.exists(self.key(asset, partition))

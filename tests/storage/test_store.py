@@ -57,6 +57,25 @@ def test_tables_are_parquet_in_the_store_with_their_partitions(store):
         tables.read("natural_trials", ("steady", "t3"))
 
 
+def test_a_table_read_again_is_a_fresh_copy_and_a_rewrite_is_never_served_stale(store, monkeypatch):
+    """Decoded tables are cached by the SHA-256 of their bytes (a run reads each partition many times)."""
+    import hrbench.storage.tables as tables_module
+    decodes = []
+    real = pd.read_parquet
+    monkeypatch.setattr(tables_module.pd, "read_parquet", lambda *a, **k: decodes.append(1) or real(*a, **k))
+    tables = TableStore(store)
+    frame = pd.DataFrame({"trial_key": [f"k-{uuid.uuid4().hex}"], "passed": [True]})
+    tables.write("natural_trials", ("steady", "t1"), frame)
+    first = tables.read("natural_trials", ("steady", "t1"))
+    first.loc[0, "passed"] = False  # a caller's change must not reach the next reader
+    again = TableStore(store).read("natural_trials", ("steady", "t1"))
+    pd.testing.assert_frame_equal(again, frame)
+    assert len(decodes) == 1  # the second read was served from the cache
+    tables.write("natural_trials", ("steady", "t1"), frame.assign(passed=False))
+    assert not tables.read("natural_trials", ("steady", "t1"))["passed"].iloc[0]
+    assert len(decodes) == 2
+
+
 def test_a_failed_local_write_leaves_the_old_object_whole(tmp_path: Path, monkeypatch):
     store = LocalStore(tmp_path)
     store.put("t.parquet", b"old")
