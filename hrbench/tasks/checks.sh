@@ -81,8 +81,9 @@
 
 # Nothing inherited may redefine what the checks run.
 for _hrb_f in $(compgen -A function); do unset -f "$_hrb_f"; done
-unset _hrb_f BASH_ENV ENV CDPATH GLOBIGNORE PYTHONPATH PYTHONHOME PYTHONSTARTUP PYTHONUSERBASE \
+unset _hrb_f BASH_ENV ENV CDPATH PYTHONPATH PYTHONHOME PYTHONSTARTUP PYTHONUSERBASE \
     PYTHONINSPECT LD_PRELOAD LD_LIBRARY_PATH LD_AUDIT PERL5LIB PERL5OPT RUBYOPT NODE_OPTIONS TAR_OPTIONS
+[ -n "${GLOBIGNORE+set}" ] && unset GLOBIGNORE  # only when set: unsetting it also turns dotglob off
 unalias -a 2>/dev/null
 export PATH=/usr/bin:/bin:/usr/sbin:/sbin PYTHONNOUSERSITE=1 PYTHONSAFEPATH=1
 
