@@ -578,9 +578,10 @@ def test_the_private_directory_and_home_are_mode_700_whatever_the_umask(tmp_path
 
 
 def test_a_bash_without_srandom_still_gets_a_private_directory(tmp_path):
-    # bash < 5.1 (a docker task image) has no SRANDOM: an unset one behaves like that
+    # bash < 5.1 (a docker task image) has no SRANDOM: an unset one behaves like that (set -u: no crash)
     proc = _script(tmp_path, """
         unset SRANDOM
+        set -u
         source {lib}
         stat -c 'mode %a' "$_HRB_PRIV"
         case "$HOME" in "$HRBENCH_LOGS"/.hrbench-private.??????/home) echo mktemp-name ;; esac

@@ -153,7 +153,7 @@ _hrb_private_dir() { # ROOT -> 0 with _HRB_PRIV = a new private directory in ROO
 }
 _HRB_PRIV=""
 _HRB_RESULTS=""
-_hrb_a=$SRANDOM _hrb_b=$SRANDOM
+_hrb_a=${SRANDOM-} _hrb_b=${SRANDOM-}
 if [[ "$_hrb_a" =~ ^[0-9]+$ && "$_hrb_a" != "$_hrb_b" ]]; then  # SRANDOM works (bash >= 5.1)
     _hrb_private_dir "$_HRB_LOGROOT" || _hrb_private_dir "${TMPDIR:-/tmp}"
 else  # an older bash: mktemp's name, and the directory made private by hand
@@ -170,11 +170,11 @@ if [ -n "$_HRB_PRIV" ]; then
     : >"$_HRB_RESULTS"
 fi
 
-_hrb_short() { # one line, at most 200 chars
+_hrb_short() { # TEXT [VAR] -> one line, at most 200 chars, on stdout or into VAR (no subshell)
     local s="${1//$'\n'/ | }"
     s="${s//$'\r'/}"
     [ "${#s}" -gt 200 ] && s="${s:0:197}..."
-    printf '%s' "$s"
+    if [ -n "${2:-}" ]; then printf -v "$2" '%s' "$s"; else printf '%s' "$s"; fi
 }
 
 pass() {
@@ -185,7 +185,9 @@ pass() {
 }
 
 fail() {
-    printf 'FAIL %s: %s\n' "$1" "$(_hrb_short "${2:-failed}")"
+    local why
+    _hrb_short "${2:-failed}" why
+    printf 'FAIL %s: %s\n' "$1" "$why"
     _HRB_NFAIL=$((_HRB_NFAIL + 1))
     [ -n "$_HRB_RESULTS" ] && printf 'F %s\n' "$1" >>"$_HRB_RESULTS"
     return 1
@@ -279,7 +281,7 @@ _hrb_sandbox_probe() { # sets _HRB_SANDBOX to the first variant that starts, or 
     local v
     [ -n "$_HRB_SANDBOX" ] && return 0
     # `untrusted` mostly runs in $(...) subshells: the answer is kept in the private directory
-    if [ -n "$_HRB_PRIV" ] && [ -s "$_HRB_PRIV/sandbox" ]; then read -r _HRB_SANDBOX <"$_HRB_PRIV/sandbox"; return 0; fi
+    if [ -n "$_HRB_PRIV" ] && [ -s "$_HRB_PRIV/sandbox" ]; then IFS= read -r _HRB_SANDBOX <"$_HRB_PRIV/sandbox"; return 0; fi
     _HRB_SANDBOX=none
     if [ -x /usr/bin/bwrap ]; then
         for v in plain userns userns-noproc; do
