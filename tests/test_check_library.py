@@ -429,3 +429,203 @@ def test_untrusted_cannot_reach_the_log_or_the_results(run, tmp_path, runner):
     else:
         assert r.reward == "1" and "checks: 3 passed, 0 failed -> reward 1" in r.out, r.out
     assert sorted(p.name for p in (tmp_path / "logs" / "verifier").iterdir()) == ["reward.txt"]
+
+
+# ------------------------------------------------------------------ the library's own processes
+# checks.sh does with builtins what it can (every verifier pays for each process it starts); these pin
+# what that must not change: the verifier's shell options, the reward bytes, the private directory.
+def _script(tmp_path: Path, text: str, lib: Path = CHECKS, env: dict | None = None,
+            argv: list[str] | None = None) -> subprocess.CompletedProcess:
+    """Run `text` as test.sh (it sources `lib` itself, as `{lib}`) in tmp_path, logs in tmp_path/logs."""
+    script = tmp_path / "test.sh"
+    script.write_text(textwrap.dedent(text).replace("{lib}", str(lib)))
+    e = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path), "HRBENCH_LOGS": str(tmp_path / "logs")}
+    e.update(env or {})
+    return subprocess.run([*(argv or []), "bash", str(script)], cwd=tmp_path, env=e, capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+def _verifier_files(tmp_path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in (tmp_path / "logs" / "verifier").iterdir()}
+
+
+OPTIONS = 'o="$(shopt -p nullglob dotglob failglob)"; echo "${o//$\'\\n\'/; } flags=$-"'
+
+
+@pytest.mark.parametrize("stale", [True, False], ids=["stale-files", "empty-log-dir"])
+@pytest.mark.parametrize("prelude", ["", "shopt -s nullglob dotglob failglob; set -f", "shopt -s dotglob",
+                                     "shopt -s failglob"])
+def test_the_verifiers_shell_options_are_unchanged_by_source_and_finish(tmp_path, prelude, stale):
+    verifier = tmp_path / "logs" / "verifier"
+    verifier.mkdir(parents=True)
+    if stale:
+        (verifier / "reward.json").write_text('{"reward": 1}\n')
+        (verifier / ".stale").write_text("1\n")
+    planted = """echo '{"reward": 1}' > "$HRBENCH_LOGS/verifier/reward.json"; touch "$HRBENCH_LOGS/verifier/.other\"""" \
+        if stale else ""
+    proc = _script(tmp_path, f"""
+        {prelude}
+        {OPTIONS}
+        source {{lib}}
+        {OPTIONS}
+        ls -A "$HRBENCH_LOGS/verifier" | wc -l
+        fail a wrong
+        {planted}
+        finish
+        {OPTIONS}
+    """)
+    lines = proc.stdout.splitlines()
+    before, after_source, count = lines[0], lines[1], lines[2]
+    after_finish = lines[-1]
+    assert before == after_source == after_finish, proc.stdout + proc.stderr
+    assert count.strip() == "0", "sourcing emptied the log directory, dot files included, whatever the options"
+    assert _verifier_files(tmp_path) == {"reward.txt": b"0\n"}, "finish emptied it again before the reward"
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_reward_json_bytes_when_a_name_is_given_twice(tmp_path, private):
+    if not private and shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is required (a read-only log root)")
+    (tmp_path / "logs" / "verifier").mkdir(parents=True)
+    argv = None
+    if not private:  # no private directory can be made: the log root is read-only, TMPDIR does not exist
+        logs = str(tmp_path / "logs")
+        argv = ["bwrap", "--dev-bind", "/", "/", "--ro-bind", logs, logs, "--bind", f"{logs}/verifier", f"{logs}/verifier"]
+    proc = _script(tmp_path, """
+        source {lib}
+        echo "private=${_HRB_PRIV:-none} home=$HOME"
+        pass a
+        subreward b 0.5
+        subreward c 1
+        subreward b 0
+        subreward d 1.0
+        ( subreward c 0.25 )
+        subreward e 0.125
+        finish
+    """, env={"TMPDIR": str(tmp_path / "missing")}, argv=argv)
+    assert ("private=none" not in proc.stdout) == private, proc.stdout + proc.stderr
+    # first-seen order, the last value wins, values as given; a subshell's sub-reward counts only when the
+    # results file exists
+    c = "0.25" if private else "1"
+    assert _verifier_files(tmp_path) == {
+        "reward.json": f'{{"reward": 1, "b": 0, "c": {c}, "d": 1.0, "e": 0.125}}\n'.encode()}, proc.stdout + proc.stderr
+    if not private:
+        assert f"home={tmp_path}\n" in proc.stdout, "without a private directory HOME is left as it was"
+
+
+# A copy of the library whose private-directory names are predictable (try 1 -> ...0000, try 2 -> ...0001, ...),
+# so that a test can plant something at them: what a collision with a random name would meet.
+NAME_LINE = """printf -v name '%s/.hrbench-private.%08x%08x' "$root" "$SRANDOM" "$SRANDOM\""""
+
+
+def _predictable_library(tmp_path: Path) -> Path:
+    text = CHECKS.read_text()
+    assert text.count(NAME_LINE) == 1, "the private directory's name is no longer made by this line: update the test"
+    lib = tmp_path / "checks-predictable.sh"
+    lib.write_text(text.replace(NAME_LINE, """printf -v name '%s/.hrbench-private.%08x%08x' "$root" 0 "$((try - 1))\""""))
+    return lib
+
+
+@pytest.mark.parametrize("taken", ["logs:0,1", "logs:0,1,2,3", "logs:0,1,2,3 tmp:0,1,2,3"])
+def test_a_private_directory_name_that_exists_is_never_used(tmp_path, taken):
+    lib = _predictable_library(tmp_path)
+    roots = {"logs": tmp_path / "logs", "tmp": tmp_path / "tmp"}
+    for root in roots.values():
+        (root / "verifier" if root.name == "logs" else root).mkdir(parents=True)
+    planted = []
+    for spec in taken.split():
+        where, numbers = spec.split(":")
+        for n in numbers.split(","):
+            path = roots[where] / f".hrbench-private.{int(n):016x}"
+            if int(n) % 2:  # a dangling symlink (mkdir would fail on it too) ...
+                path.symlink_to(tmp_path / f"target-{where}-{n}")
+            else:  # ... or somebody's directory with forged results in it
+                path.mkdir()
+                (path / "results").write_text("P planted\n")
+            planted.append(path)
+    proc = _script(tmp_path, """
+        source {lib}
+        echo "private=${_HRB_PRIV:-none} home=$HOME"
+        pass a
+        ( fail b in-a-subshell )
+        finish
+    """, lib=lib, env={"TMPDIR": str(roots["tmp"])})
+    expected = {"logs:0,1": roots["logs"] / ".hrbench-private.0000000000000002",
+                "logs:0,1,2,3": roots["tmp"] / ".hrbench-private.0000000000000000"}.get(taken)
+    if expected is None:  # every name taken in both places: no private directory, as when none can be made
+        assert f"private=none home={tmp_path}\n" in proc.stdout, proc.stdout + proc.stderr
+        assert "checks: 1 passed, 0 failed" in proc.stdout, "subshell results do not count without the results file"
+    else:
+        assert f"private={expected} home={expected}/home\n" in proc.stdout, proc.stdout + proc.stderr
+        assert "checks: 1 passed, 1 failed -> reward 0" in proc.stdout, "the fresh results file counted the subshell"
+        assert not expected.exists(), "finish removed the private directory it made"
+    for path in planted:  # nothing planted was used, followed or removed
+        assert path.is_symlink() or (path / "results").read_text() == "P planted\n"
+    assert not list(tmp_path.glob("target-*"))
+
+
+@pytest.mark.parametrize("umask", ["0", "022"])
+def test_the_private_directory_and_home_are_mode_700_whatever_the_umask(tmp_path, umask):
+    proc = _script(tmp_path, f"""
+        umask {umask}
+        source {{lib}}
+        stat -c 'mode %a' "$_HRB_PRIV" "$HOME"
+        case "$_HRB_PRIV" in "$HRBENCH_LOGS"/.hrbench-private.????????????????) echo sixteen-hex-digits ;; esac
+        pass a
+        finish
+    """)
+    assert proc.stdout.splitlines()[:3] == ["mode 700", "mode 700", "sixteen-hex-digits"], proc.stdout + proc.stderr
+
+
+def test_a_bash_without_srandom_still_gets_a_private_directory(tmp_path):
+    # bash < 5.1 (a docker task image) has no SRANDOM: an unset one behaves like that (set -u: no crash)
+    proc = _script(tmp_path, """
+        unset SRANDOM
+        set -u
+        source {lib}
+        stat -c 'mode %a' "$_HRB_PRIV"
+        case "$HOME" in "$HRBENCH_LOGS"/.hrbench-private.??????/home) echo mktemp-name ;; esac
+        pass a
+        ( fail b in-a-subshell )
+        finish
+    """)
+    assert proc.stdout.splitlines()[:2] == ["mode 700", "mktemp-name"], proc.stdout + proc.stderr
+    assert "checks: 1 passed, 1 failed -> reward 0" in proc.stdout
+    assert not list((tmp_path / "logs").glob(".hrbench-private.*"))
+
+
+def test_a_globignore_set_by_the_verifier_does_not_hide_a_stale_reward(run, tmp_path):
+    r = run("""
+        GLOBIGNORE="$HRBENCH_LOGS/verifier/reward*"  # would hide it from a glob
+        fail a wrong
+        echo '{"reward": 1}' > "$HRBENCH_LOGS/verifier/reward.json"
+    """)
+    assert r.reward == "0" and _verifier_files(tmp_path) == {"reward.txt": b"0\n"}
+
+
+@pytest.mark.parametrize("how", ["checks.sh", "./checks.sh", "sub/../checks.sh", "ABSOLUTE"])
+def test_the_tests_directory_is_found_however_the_library_is_sourced(tmp_path, how):
+    tests = tmp_path / "real-tests"
+    tests.mkdir()
+    shutil.copy(CHECKS, tests / "checks.sh")
+    (tests / "sub").mkdir()
+    (tmp_path / "tests").symlink_to(tests)  # resolved: the physical path is what `untrusted` hides
+    source = str(tmp_path / "tests" / "checks.sh") if how == "ABSOLUTE" else how
+    script = tests / "test.sh"
+    script.write_text(f'source {source}\necho "tests=$_HRB_TESTS"\npass a\nfinish\n')
+    proc = subprocess.run(["bash", str(script)], cwd=tmp_path / "tests", capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path), "HRBENCH_LOGS": str(tmp_path / "logs")})
+    assert f"tests={tests}\n" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is required")
+def test_a_passing_verifier_starts_only_mkdir_rm_and_mv(tmp_path):
+    # the library's processes per run: one mkdir (private directory + HOME), one rm (it), one mv (the
+    # reward's rename); a regression here costs every verifier run of every study
+    (tmp_path / "logs" / "verifier").mkdir(parents=True)
+    proc = _script(tmp_path, "source {lib}\npass a\nsubreward b 1\nfinish\n",
+                   argv=["strace", "-f", "-qq", "-e", "trace=execve", "-o", str(tmp_path / "trace")])
+    assert "checks: 1 passed, 0 failed -> reward 1" in proc.stdout, proc.stdout + proc.stderr
+    programs = [line.split('"')[1].rsplit("/", 1)[-1] for line in (tmp_path / "trace").read_text().splitlines()
+                if "execve(" in line and "resumed" not in line]
+    assert programs == ["bash", "mkdir", "rm", "mv"], programs

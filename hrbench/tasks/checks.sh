@@ -81,8 +81,9 @@
 
 # Nothing inherited may redefine what the checks run.
 for _hrb_f in $(compgen -A function); do unset -f "$_hrb_f"; done
-unset _hrb_f BASH_ENV ENV CDPATH GLOBIGNORE PYTHONPATH PYTHONHOME PYTHONSTARTUP PYTHONUSERBASE \
+unset _hrb_f BASH_ENV ENV CDPATH PYTHONPATH PYTHONHOME PYTHONSTARTUP PYTHONUSERBASE \
     PYTHONINSPECT LD_PRELOAD LD_LIBRARY_PATH LD_AUDIT PERL5LIB PERL5OPT RUBYOPT NODE_OPTIONS TAR_OPTIONS
+[ -n "${GLOBIGNORE+set}" ] && unset GLOBIGNORE  # only when set: unsetting it also turns dotglob off
 unalias -a 2>/dev/null
 export PATH=/usr/bin:/bin:/usr/sbin:/sbin PYTHONNOUSERSITE=1 PYTHONSAFEPATH=1
 
@@ -91,12 +92,38 @@ _HRB_NFAIL=0
 _HRB_TIMEOUT="${HRBENCH_CHECK_TIMEOUT:-120}"
 _HRB_LOGROOT="${HRBENCH_LOGS:-/logs}"
 _HRB_LOGDIR="$_HRB_LOGROOT/verifier"
-_HRB_TESTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
+# Builtins wherever a builtin can do it, from here to `finish`: every verifier runs this code, and
+# each process it starts costs milliseconds inside the sandbox (benchmarks/verifier_cost.py).
+case "${BASH_SOURCE[0]}" in
+    */*) _HRB_TESTS="${BASH_SOURCE[0]%/*}"; _HRB_TESTS="${_HRB_TESTS:-/}" ;;  # dirname without a process
+    *) _HRB_TESTS=. ;;
+esac
+_HRB_TESTS="$(cd "$_HRB_TESTS" && pwd -P)"
 _HRB_WORK="${HRBENCH_WORKDIR:-$PWD}"
 
 _hrb_clear_rewards() { # empty the log directory: no reward file survives from before
-    mkdir -p "$_HRB_LOGDIR" 2>/dev/null
-    find "$_HRB_LOGDIR" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + 2>/dev/null
+    local -a entries opts=()
+    local o
+    [ -d "$_HRB_LOGDIR" ] || mkdir -p "$_HRB_LOGDIR" 2>/dev/null
+    # A symlinked log directory is left alone, as `find` (no -H) did; a GLOBIGNORE the verifier set
+    # would hide entries from a glob, so then `find` lists them.
+    [ -L "$_HRB_LOGDIR" ] && return 0
+    if [ -n "${GLOBIGNORE+set}" ]; then
+        find "$_HRB_LOGDIR" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} + 2>/dev/null
+        return 0
+    fi
+    # A glob lists the entries (dot files too, never . or ..); the verifier's own shell options are
+    # restored afterwards: `local -` for set -f, by hand for the shopt ones.
+    local -
+    set +f
+    for o in nullglob dotglob failglob; do shopt -q "$o" && opts+=("$o"); done
+    shopt -s nullglob dotglob
+    shopt -u failglob
+    entries=("$_HRB_LOGDIR"/*)
+    shopt -u nullglob dotglob
+    [ ${#opts[@]} -gt 0 ] && shopt -s "${opts[@]}"
+    [ ${#entries[@]} -gt 0 ] && rm -rf -- "${entries[@]}" 2>/dev/null
+    return 0
 }
 # A stale reward from an earlier run must never survive a script that stops early.
 _hrb_clear_rewards
@@ -105,21 +132,49 @@ _hrb_clear_rewards
 # that agent code cannot plant configuration (~/.local site hooks, rc files) the verifier would read.
 # The directory is in the log root (hidden whole from agent code, so that it cannot even learn the
 # random name to aim a symlink at), else in TMPDIR (its mount point visible, its content not).
-_HRB_PRIV="$(mktemp -d "$_HRB_LOGROOT/.hrbench-private.XXXXXX" 2>/dev/null)" \
-    || _HRB_PRIV="$(mktemp -d "${TMPDIR:-/tmp}/.hrbench-private.XXXXXX" 2>/dev/null)" || _HRB_PRIV=""
+# Its name has 64 random bits from $SRANDOM, which bash draws from getrandom(2) (the kernel's
+# CSPRNG, not a seeded generator): neither guessable nor derivable from anything agent code can see.
+# One `mkdir -m 700` makes it and HOME inside it (mode 700 whatever the umask); a name that exists
+# already is never used: another is drawn (at most 4 per place).
+_hrb_private_dir() { # ROOT -> 0 with _HRB_PRIV = a new private directory in ROOT (HOME inside it)
+    local root="$1" name try
+    [ -d "$root" ] || return 1
+    for try in 1 2 3 4; do
+        printf -v name '%s/.hrbench-private.%08x%08x' "$root" "$SRANDOM" "$SRANDOM"
+        [ -e "$name" ] || [ -L "$name" ] && continue
+        if mkdir -m 700 -- "$name" "$name/home" 2>/dev/null; then _HRB_PRIV="$name"; export HOME="$name/home"
+        # the name was free: a directory there now is this mkdir's, made before HOME failed (the
+        # verifier then keeps its HOME, as before)
+        elif [ -d "$name" ] && ! [ -L "$name" ]; then _HRB_PRIV="$name"
+        else return 1; fi
+        return 0
+    done
+    return 1
+}
+_HRB_PRIV=""
 _HRB_RESULTS=""
+_hrb_a=${SRANDOM-} _hrb_b=${SRANDOM-}
+if [[ "$_hrb_a" =~ ^[0-9]+$ && "$_hrb_a" != "$_hrb_b" ]]; then  # SRANDOM works (bash >= 5.1)
+    _hrb_private_dir "$_HRB_LOGROOT" || _hrb_private_dir "${TMPDIR:-/tmp}"
+else  # an older bash: mktemp's name, and the directory made private by hand
+    _HRB_PRIV="$(mktemp -d "$_HRB_LOGROOT/.hrbench-private.XXXXXX" 2>/dev/null)" \
+        || _HRB_PRIV="$(mktemp -d "${TMPDIR:-/tmp}/.hrbench-private.XXXXXX" 2>/dev/null)" || _HRB_PRIV=""
+    if [ -n "$_HRB_PRIV" ]; then
+        chmod 700 "$_HRB_PRIV"
+        mkdir -p "$_HRB_PRIV/home" && export HOME="$_HRB_PRIV/home"
+    fi
+fi
+unset _hrb_a _hrb_b
 if [ -n "$_HRB_PRIV" ]; then
-    chmod 700 "$_HRB_PRIV"
     _HRB_RESULTS="$_HRB_PRIV/results"
     : >"$_HRB_RESULTS"
-    mkdir -p "$_HRB_PRIV/home" && export HOME="$_HRB_PRIV/home"
 fi
 
-_hrb_short() { # one line, at most 200 chars
+_hrb_short() { # TEXT [VAR] -> one line, at most 200 chars, on stdout or into VAR (no subshell)
     local s="${1//$'\n'/ | }"
     s="${s//$'\r'/}"
     [ "${#s}" -gt 200 ] && s="${s:0:197}..."
-    printf '%s' "$s"
+    if [ -n "${2:-}" ]; then printf -v "$2" '%s' "$s"; else printf '%s' "$s"; fi
 }
 
 pass() {
@@ -130,7 +185,9 @@ pass() {
 }
 
 fail() {
-    printf 'FAIL %s: %s\n' "$1" "$(_hrb_short "${2:-failed}")"
+    local why
+    _hrb_short "${2:-failed}" why
+    printf 'FAIL %s: %s\n' "$1" "$why"
     _HRB_NFAIL=$((_HRB_NFAIL + 1))
     [ -n "$_HRB_RESULTS" ] && printf 'F %s\n' "$1" >>"$_HRB_RESULTS"
     return 1
@@ -153,13 +210,31 @@ subreward() { # NAME VALUE -> a sub-reward written into reward.json by finish
     return 0
 }
 
+_HRB_SUB_RE=$'^[ \t]*([^ \t]+)[ \t]+([^ \t]+)[ \t]*$'  # "NAME VALUE", blanks around (awk's NF == 2)
+
+_hrb_sub_add() { # "NAME VALUE" -> into finish's subs/order/value: the last value wins, first order kept
+    [ -n "$1" ] && subs=1
+    [[ "$1" =~ $_HRB_SUB_RE ]] || return 0
+    [ -n "${value["${BASH_REMATCH[1]}"]+set}" ] || order+=("${BASH_REMATCH[1]}")
+    value["${BASH_REMATCH[1]}"]="${BASH_REMATCH[2]}"
+}
+
 finish() {
-    local np=$_HRB_NPASS nf=$_HRB_NFAIL reward=0 subs="$_HRB_SUBS" json
+    local np=$_HRB_NPASS nf=$_HRB_NFAIL reward=0 subs="" line json name
+    local -a order=()
+    local -A value=()
     if [ -n "$_HRB_RESULTS" ] && [ -f "$_HRB_RESULTS" ]; then
-        np=$(grep -c '^P ' "$_HRB_RESULTS")
-        nf=$(grep -c '^F ' "$_HRB_RESULTS")
-        subs="$(sed -n 's/^S //p' "$_HRB_RESULTS")"
-        rm -f "$_HRB_RESULTS"
+        # one pass over the results (lines from subshells included): P and F counted, S kept
+        np=0 nf=0
+        while IFS= read -r line || [ -n "$line" ]; do
+            case "$line" in
+                "P "*) np=$((np + 1)) ;;
+                "F "*) nf=$((nf + 1)) ;;
+                "S "*) _hrb_sub_add "${line#S }" ;;
+            esac
+        done <"$_HRB_RESULTS"
+    else
+        while IFS= read -r line; do _hrb_sub_add "$line"; done <<<"$_HRB_SUBS"
     fi
     if [ "$np" -ge 1 ] && [ "$nf" -eq 0 ]; then reward=1; fi
     [ -n "$_HRB_PRIV" ] && rm -rf -- "$_HRB_PRIV"
@@ -168,9 +243,9 @@ finish() {
     # subreward; the last value of a name wins, names keep their first order.
     _hrb_clear_rewards
     if [ -n "$subs" ]; then
-        json="$(printf '%s\n' "$subs" | awk -v r="$reward" 'NF == 2 { if (!($1 in v)) o[++n] = $1; v[$1] = $2 }
-            END { printf "{\"reward\": %s", r; for (i = 1; i <= n; i++) printf ", \"%s\": %s", o[i], v[o[i]]; print "}" }')"
-        printf '%s\n' "$json" >"$_HRB_LOGDIR/.reward.tmp" && mv -f "$_HRB_LOGDIR/.reward.tmp" "$_HRB_LOGDIR/reward.json"
+        json="{\"reward\": $reward"
+        for name in "${order[@]}"; do json+=", \"$name\": ${value["$name"]}"; done
+        printf '%s}\n' "$json" >"$_HRB_LOGDIR/.reward.tmp" && mv -f "$_HRB_LOGDIR/.reward.tmp" "$_HRB_LOGDIR/reward.json"
     else
         printf '%s\n' "$reward" >"$_HRB_LOGDIR/.reward.tmp" && mv -f "$_HRB_LOGDIR/.reward.tmp" "$_HRB_LOGDIR/reward.txt"
     fi
@@ -206,7 +281,7 @@ _hrb_sandbox_probe() { # sets _HRB_SANDBOX to the first variant that starts, or 
     local v
     [ -n "$_HRB_SANDBOX" ] && return 0
     # `untrusted` mostly runs in $(...) subshells: the answer is kept in the private directory
-    if [ -n "$_HRB_PRIV" ] && [ -s "$_HRB_PRIV/sandbox" ]; then _HRB_SANDBOX="$(cat "$_HRB_PRIV/sandbox")"; return 0; fi
+    if [ -n "$_HRB_PRIV" ] && [ -s "$_HRB_PRIV/sandbox" ]; then IFS= read -r _HRB_SANDBOX <"$_HRB_PRIV/sandbox"; return 0; fi
     _HRB_SANDBOX=none
     if [ -x /usr/bin/bwrap ]; then
         for v in plain userns userns-noproc; do
