@@ -264,7 +264,8 @@ def positions_of(inputs: ReportInputs) -> pd.DataFrame:
 
 _FIGURES = [
     _FigureSpec("forest", "Forest plot of Γ_H", "Γ̂ with its interval per agent, condition and scope (bold: all "
-                "tasks); × marks the simulated truth where the agent is simulated.",
+                "tasks); × marks the simulated truth where the agent is simulated. A large study shows its family "
+                "and overall rows only; the residual table has every row.",
                 lambda i, s: figures.forest_plot(i.residuals)),
     _FigureSpec("waterfall", "Stage-wise waterfall", "Mean stage term ln(q̂_i / r̂_i) over tasks, cumulated by "
                 "stage: where the natural rollout falls behind the checkpoint prediction.",

@@ -47,15 +47,24 @@ def _interval_rows(labels: list[str], points: Sequence, lows: Sequence, highs: S
     """One row per label: an interval, its point and (×) the simulated truth."""
     fig = Figure(figsize=(8, 0.28 * len(labels) + 1.2))
     ax = fig.subplots()
-    y = list(range(len(labels)))[::-1]
-    for yi, point, low, high, truth, strong in zip(y, points, lows, highs, truths, bold):
+    y = np.arange(len(labels))[::-1]
+    # One artist per kind and weight, not per row: a study of a few hundred rows draws in a second.
+    for strong in (False, True):
         weight = 2.5 if strong else 1.2
-        if pd.notna(low) and pd.notna(high):  # end ticks keep a zero-width range visible
-            ax.plot([max(low, -1e3), min(high, 1e3)], [yi, yi], color=BLUE, lw=weight, marker="|", ms=8)
-        if point is not None and pd.notna(point):
-            ax.plot(point, yi, "o", color=BLUE, ms=4 + weight)
-        if truth is not None and pd.notna(truth):
-            ax.plot(truth, yi, "x", color=RED, ms=6)
+        rows = [i for i, b in enumerate(bold) if bool(b) == strong]
+        spans = [(y[i], max(lows[i], -1e3), min(highs[i], 1e3)) for i in rows
+                 if pd.notna(lows[i]) and pd.notna(highs[i])]
+        if spans:
+            ys, starts, ends = (np.array(v, dtype=float) for v in zip(*spans))
+            ax.hlines(ys, starts, ends, color=BLUE, lw=weight)
+            # end ticks keep a zero-width range visible
+            ax.plot(np.r_[starts, ends], np.r_[ys, ys], ls="none", color=BLUE, marker="|", ms=8)
+        dots = [(points[i], y[i]) for i in rows if points[i] is not None and pd.notna(points[i])]
+        if dots:
+            ax.plot(*zip(*dots), "o", color=BLUE, ms=4 + weight)
+    crosses = [(t, yi) for t, yi in zip(truths, y) if t is not None and pd.notna(t)]
+    if crosses:
+        ax.plot(*zip(*crosses), "x", color=RED, ms=6, ls="none")
     ax.axvline(0, color="grey", lw=0.8, ls="--")
     ax.set_yticks(y, labels, fontsize=7)
     ax.set_xlabel(xlabel)
@@ -75,16 +84,34 @@ def _headline_truths(frame: pd.DataFrame, fixed: str, sampled: str) -> list:
             for e, f, s in zip(frame["ci_estimand"], _truths(frame, fixed), frame[sampled])]
 
 
+# Beyond this many rows a forest plot is taller than a page is useful (and slow to draw: its labels
+# are most of the cost), so the task rows are left out and the residual table below it has them.
+FOREST_MAX_ROWS = 120
+
+
+def forest_rows(residuals: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The rows a forest plot shows (ranked), and how many task rows it leaves out (0 when it fits)."""
+    rows = _ranked(residuals, ["agent", "_condition", "name"])
+    if len(rows) <= FOREST_MAX_ROWS:
+        return rows, 0
+    tasks = rows["scope"] == "task"
+    return rows[~tasks], int(tasks.sum())
+
+
 def forest_plot(residuals: pd.DataFrame) -> bytes | None:
-    """Γ̂ with its interval per agent, condition and scope (task, family, all); × = simulated truth."""
+    """Γ̂ with its interval per agent, condition and scope (task, family, all); × = simulated truth.
+    A study with more than FOREST_MAX_ROWS rows shows its family and overall rows (the label says so)."""
     if not len(residuals):
         return None
-    rows = _ranked(residuals, ["agent", "_condition", "name"])
+    rows, left_out = forest_rows(residuals)
     labels = [f"{a} · {c} · {s}:{n}" for a, c, s, n in zip(rows["agent"], rows["_condition"], rows["scope"],
                                                            rows["name"])]
+    xlabel = "Γ_H = ln(P_expected / P_observed)  [nats]   (× = simulated truth of the interval's estimand)"
+    if left_out:
+        xlabel += f"\n{left_out} task rows left out: the residual table has them"
     return _interval_rows(labels, list(rows["gamma"]), list(rows["ci_low"]), list(rows["ci_high"]),
                           _headline_truths(rows, "true_gamma", "true_gamma_sampled"), list(rows["scope"] == "all"),
-                          "Γ_H = ln(P_expected / P_observed)  [nats]   (× = simulated truth of the interval's estimand)")
+                          xlabel)
 
 
 def contrast_plot(contrasts: pd.DataFrame) -> bytes | None:

@@ -209,3 +209,16 @@ def test_the_depth_correlation_is_stated_when_d_is_measured_on_enough_tasks():
     assert stated and float(stated.group(1)) < 0  # deeper tasks pass less often here
     flat = render_report(tables.header(), _structure_inputs([0.5] * 6))  # constant pass rate: no number, and why
     assert re.search(r"n = 6\):\s*undefined \(", flat)
+
+
+def test_a_forest_plot_of_a_large_study_keeps_every_family_and_overall_row_and_counts_the_task_rows_it_leaves():
+    from hrbench.report.figures import FOREST_MAX_ROWS, forest_rows
+    small = tables.inputs().residuals
+    rows, left_out = forest_rows(small)
+    assert len(small) <= FOREST_MAX_ROWS and left_out == 0 and len(rows) == len(small)
+    # the same rows under enough agents to pass the limit
+    large = pd.concat([small.assign(agent=f"agent-{i}") for i in range(FOREST_MAX_ROWS // len(small) + 1)],
+                      ignore_index=True)
+    rows, left_out = forest_rows(large)
+    assert left_out == int((large["scope"] == "task").sum()) > 0
+    assert set(rows["scope"]) == {"all", "family"} and len(rows) == len(large) - left_out

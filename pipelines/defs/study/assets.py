@@ -368,7 +368,7 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
             "report": str(report.path.relative_to(run.out_dir)), "summary": str(summary.relative_to(run.out_dir)),
             "rows": len(residuals), "agents": len(set(residuals["agent"])),
             "residuals": MetadataValue.md(residual_markdown(residuals[residuals["scope"] != "task"])),
-            "forest_plot": _plot(residuals),
+            # the report's own figures (figure_forest among them): drawn once, not again for the metadata
             **{k: MetadataValue.md(v) for k, v in figure_metadata(report.figures).items()},
         })
 
