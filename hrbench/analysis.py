@@ -460,7 +460,7 @@ def sensitivity_sweep(design: StudyDesign, agent: str, checkpoint: pd.DataFrame,
 
 
 # The agreement check's Monte Carlo size: a tenth of an estimate's (the tolerance is 4 of its standard
-# errors, so a real disagreement above ~0.01 still fails), since it runs per task for every swept choice.
+# errors, so a real disagreement above ~0.015 still fails), since it runs per task for every swept choice.
 _CHECK_SIMS = 20_000
 
 

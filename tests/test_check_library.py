@@ -1,6 +1,7 @@
 """Tests for the bash check library hrbench/tasks/checks.sh (Table 7 of the depth paper)."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -343,6 +344,27 @@ def test_stale_reward_is_removed_when_sourced(run, tmp_path):
     (tmp_path / "logs" / "verifier" / "reward.txt").write_text("1\n")
     r = run("pass a\nexit 0\n", finish=False)
     assert r.reward is None
+
+
+def test_a_check_name_with_a_newline_cannot_forge_reward_json(run, tmp_path):
+    """A check named after agent output (a file name, a printed line) may hold a newline. It must not add
+    lines to the results file, where `S name value` lines become reward.json's keys (a second `reward`
+    key after the real one is what a JSON reader keeps) and `F` lines fail the stage."""
+    r = run("""
+        fail real x
+        subreward acc 0.5
+        pass $'x\\nS acc":0,"reward 1'
+        pass $'y\\nF forged'
+    """)
+    data = (tmp_path / "logs" / "verifier" / "reward.json").read_text()
+    assert json.loads(data) == {"reward": 0, "acc": 0.5}, data
+    assert "checks: 2 passed, 1 failed -> reward 0" in r.out
+    # and a passing verifier stays passing: the forged F line is not counted
+    r = run("""
+        pass $'y\\nF forged'
+        subreward acc 1
+    """)
+    assert json.loads((tmp_path / "logs" / "verifier" / "reward.json").read_text()) == {"reward": 1, "acc": 1}
 
 
 def test_failing_check_does_not_abort(run):

@@ -8,6 +8,7 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from hrbench.storage.base import Store
@@ -17,11 +18,23 @@ from hrbench.storage.local import LocalStore
 # Decoded tables by the SHA-256 of their bytes. The steps of one Dagster run read the same partitions
 # many times (every analysis asset of an agent reads its checkpoint trials), and decoding a small
 # parquet file costs ~100 times reading its bytes. Keyed by content, so a rewritten table is never
-# served stale; bounded by the bytes it stands for.
+# served stale; bounded by the memory the decoded tables take.
 _DECODED: OrderedDict[bytes, tuple[int, pd.DataFrame]] = OrderedDict()
 _DECODED_BYTES = [0]
-_DECODED_MAX_BYTES = 64 * 2**20
+_DECODED_MAX_BYTES = 256 * 2**20
 _DECODED_LOCK = threading.Lock()
+
+
+def _isolated(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy that shares nothing mutable with `frame`: DataFrame.copy leaves the arrays a parquet list
+    column decodes to (one per cell) shared."""
+    out = frame.copy()
+    for column in out.columns[out.dtypes == object]:
+        values = out[column].tolist()
+        if any(isinstance(v, np.ndarray) for v in values):
+            out[column] = pd.Series([v.copy() if isinstance(v, np.ndarray) else v for v in values],
+                                    index=out.index, dtype=object)
+    return out
 
 
 def decode_table(data: bytes) -> pd.DataFrame:
@@ -29,15 +42,19 @@ def decode_table(data: bytes) -> pd.DataFrame:
     digest = hashlib.sha256(data).digest()
     with _DECODED_LOCK:
         hit = _DECODED.get(digest)
-        if hit is not None:
-            _DECODED.move_to_end(digest)
-            return hit[1].copy()
+    if hit is not None:
+        with _DECODED_LOCK:
+            if digest in _DECODED:
+                _DECODED.move_to_end(digest)
+        return _isolated(hit[1])
     frame = pd.read_parquet(io.BytesIO(data), engine="pyarrow")
-    if len(data) <= _DECODED_MAX_BYTES // 8:
+    size = int(frame.memory_usage(deep=True).sum())
+    if size <= _DECODED_MAX_BYTES // 8:
+        cached = _isolated(frame)
         with _DECODED_LOCK:
             if digest not in _DECODED:
-                _DECODED[digest] = (len(data), frame.copy())
-                _DECODED_BYTES[0] += len(data)
+                _DECODED[digest] = (size, cached)
+                _DECODED_BYTES[0] += size
             while _DECODED_BYTES[0] > _DECODED_MAX_BYTES:
                 _DECODED_BYTES[0] -= _DECODED.popitem(last=False)[1][0]
     return frame

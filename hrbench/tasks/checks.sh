@@ -132,8 +132,8 @@ _hrb_clear_rewards
 # that agent code cannot plant configuration (~/.local site hooks, rc files) the verifier would read.
 # The directory is in the log root (hidden whole from agent code, so that it cannot even learn the
 # random name to aim a symlink at), else in TMPDIR (its mount point visible, its content not).
-# Its name has 64 random bits from $SRANDOM, which bash draws from getrandom(2) (the kernel's
-# CSPRNG, not a seeded generator): neither guessable nor derivable from anything agent code can see.
+# Its name has 64 random bits from $SRANDOM, which bash draws from getrandom(2) where the kernel
+# has it (the kernel's CSPRNG, not a seeded generator): not derivable from anything agent code can see.
 # One `mkdir -m 700` makes it and HOME inside it (mode 700 whatever the umask); a name that exists
 # already is never used: another is drawn (at most 4 per place).
 _hrb_private_dir() { # ROOT -> 0 with _HRB_PRIV = a new private directory in ROOT (HOME inside it)
@@ -142,12 +142,11 @@ _hrb_private_dir() { # ROOT -> 0 with _HRB_PRIV = a new private directory in ROO
     for try in 1 2 3 4; do
         printf -v name '%s/.hrbench-private.%08x%08x' "$root" "$SRANDOM" "$SRANDOM"
         [ -e "$name" ] || [ -L "$name" ] && continue
-        if mkdir -m 700 -- "$name" "$name/home" 2>/dev/null; then _HRB_PRIV="$name"; export HOME="$name/home"
-        # the name was free: a directory there now is this mkdir's, made before HOME failed (the
-        # verifier then keeps its HOME, as before)
-        elif [ -d "$name" ] && ! [ -L "$name" ]; then _HRB_PRIV="$name"
-        else return 1; fi
-        return 0
+        if mkdir -m 700 -- "$name" "$name/home" 2>/dev/null; then
+            _HRB_PRIV="$name"; export HOME="$name/home"; return 0
+        fi
+        # any failure (the name taken since the test, or HOME not made): another name, never a
+        # directory this mkdir did not make whole
     done
     return 1
 }
@@ -177,31 +176,36 @@ _hrb_short() { # TEXT [VAR] -> one line, at most 200 chars, on stdout or into VA
     if [ -n "${2:-}" ]; then printf -v "$2" '%s' "$s"; else printf '%s' "$s"; fi
 }
 
+# A check's name is one line: a name made from agent output (a file name, a printed line) must not
+# add lines to the results file, where "S name value" lines become reward.json's keys.
 pass() {
-    printf 'PASS %s\n' "$1"
+    local name="${1//[$'\n\r']/ }"
+    printf 'PASS %s\n' "$name"
     _HRB_NPASS=$((_HRB_NPASS + 1))
-    [ -n "$_HRB_RESULTS" ] && printf 'P %s\n' "$1" >>"$_HRB_RESULTS"
+    [ -n "$_HRB_RESULTS" ] && printf 'P %s\n' "$name" >>"$_HRB_RESULTS"
     return 0
 }
 
 fail() {
-    local why
+    local name="${1//[$'\n\r']/ }" why
     _hrb_short "${2:-failed}" why
-    printf 'FAIL %s: %s\n' "$1" "$why"
+    printf 'FAIL %s: %s\n' "$name" "$why"
     _HRB_NFAIL=$((_HRB_NFAIL + 1))
-    [ -n "$_HRB_RESULTS" ] && printf 'F %s\n' "$1" >>"$_HRB_RESULTS"
+    [ -n "$_HRB_RESULTS" ] && printf 'F %s\n' "$name" >>"$_HRB_RESULTS"
     return 1
 }
 
 _HRB_SUBS=""  # "NAME VALUE" lines, for a verifier without a private directory (subshells then don't count)
+_HRB_SUB_NAME_RE='^[A-Za-z0-9_.-]{1,64}$'  # what subreward accepts, checked again when finish reads them
+_HRB_SUB_VALUE_RE='^(0(\.[0-9]+)?|1(\.0+)?)$'
 
 subreward() { # NAME VALUE -> a sub-reward written into reward.json by finish
     local name="$1" value="$2"
-    if ! [[ "$name" =~ ^[A-Za-z0-9_.-]{1,64}$ ]] || [ "$name" = reward ]; then
+    if ! [[ "$name" =~ $_HRB_SUB_NAME_RE ]] || [ "$name" = reward ]; then
         fail "subreward_name" "subreward: name '$(_hrb_short "$name")' must be 1-64 of [A-Za-z0-9_.-] and not 'reward'"
         return 1
     fi
-    if ! [[ "$value" =~ ^(0(\.[0-9]+)?|1(\.0+)?)$ ]]; then
+    if ! [[ "$value" =~ $_HRB_SUB_VALUE_RE ]]; then
         fail "subreward_$name" "subreward: value '$(_hrb_short "$value")' of $name is not a decimal in [0, 1]"
         return 1
     fi
@@ -215,8 +219,11 @@ _HRB_SUB_RE=$'^[ \t]*([^ \t]+)[ \t]+([^ \t]+)[ \t]*$'  # "NAME VALUE", blanks ar
 _hrb_sub_add() { # "NAME VALUE" -> into finish's subs/order/value: the last value wins, first order kept
     [ -n "$1" ] && subs=1
     [[ "$1" =~ $_HRB_SUB_RE ]] || return 0
-    [ -n "${value["${BASH_REMATCH[1]}"]+set}" ] || order+=("${BASH_REMATCH[1]}")
-    value["${BASH_REMATCH[1]}"]="${BASH_REMATCH[2]}"
+    local n="${BASH_REMATCH[1]}" v="${BASH_REMATCH[2]}"
+    # only what subreward would have written reaches reward.json, whatever else got into the file
+    [[ "$n" =~ $_HRB_SUB_NAME_RE && "$n" != reward && "$v" =~ $_HRB_SUB_VALUE_RE ]] || return 0
+    [ -n "${value["$n"]+set}" ] || order+=("$n")
+    value["$n"]="$v"
 }
 
 finish() {

@@ -64,12 +64,14 @@ def test_a_table_read_again_is_a_fresh_copy_and_a_rewrite_is_never_served_stale(
     real = pd.read_parquet
     monkeypatch.setattr(tables_module.pd, "read_parquet", lambda *a, **k: decodes.append(1) or real(*a, **k))
     tables = TableStore(store)
-    frame = pd.DataFrame({"trial_key": [f"k-{uuid.uuid4().hex}"], "passed": [True]})
+    frame = pd.DataFrame({"trial_key": [f"k-{uuid.uuid4().hex}"], "passed": [True], "flags": [["a", "b"]]})
     tables.write("natural_trials", ("steady", "t1"), frame)
     first = tables.read("natural_trials", ("steady", "t1"))
-    first.loc[0, "passed"] = False  # a caller's change must not reach the next reader
+    first.loc[0, "passed"] = False  # a caller's change must not reach the next reader,
+    first["flags"].iloc[0][0] = "changed"  # not even inside a list cell (one array per cell, shared by copy())
     again = TableStore(store).read("natural_trials", ("steady", "t1"))
-    pd.testing.assert_frame_equal(again, frame)
+    assert list(again["flags"].iloc[0]) == ["a", "b"]
+    pd.testing.assert_frame_equal(again.drop(columns="flags"), frame.drop(columns="flags"))
     assert len(decodes) == 1  # the second read was served from the cache
     tables.write("natural_trials", ("steady", "t1"), frame.assign(passed=False))
     assert not tables.read("natural_trials", ("steady", "t1"))["passed"].iloc[0]
