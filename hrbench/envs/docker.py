@@ -419,7 +419,7 @@ class DockerShell(PersistentShell):
             # container can read for any uid (environ needs CAP_SYS_PTRACE, which containers lack)
             env.container_id, ["bash", "--noprofile", "--norc", "-s", f"hrbench-shell-{self.shell_id}"],
             stdin=True, stdout=True, stderr=True, user=env.user, workdir=env.task.workdir,
-            environment={**_ENV, **env._task_env()},
+            environment={**_ENV, **task_env(env.task)},
         )["Id"]
         argv = [sys.executable, "-I", "-S", "-c", _RELAY, *env.backend.api_address(),
                 f"/v{api.api_version}/exec/{exec_id}/start"]
@@ -457,9 +457,6 @@ class DockerEnvironment:
         self.alive = True
         self.artifacts_dir: Path | None = None  # where verify() saves artifacts (per stage), when set
         self._begun: set[int] = set()  # stages whose workdir files, setup.sh and healthcheck ran
-
-    def _task_env(self, *extra: tuple[tuple[str, str], ...], where: str = "[environment.env]") -> dict[str, str]:
-        return task_env(self.task, *extra, where=where)
 
     # -- exec ------------------------------------------------------------------------------
 
@@ -517,7 +514,7 @@ class DockerEnvironment:
         timeout = stage.agent_timeout_sec or self.task.agent_timeout_sec
         result = self._run(["bash", "-c", _SOLVE, "hrbench", f"/{top}", f"{max(timeout, 0.001):.3f}",
                             _numeric(self.user)], "0", timeout,
-                           self._task_env(self.task.solution_env, where="[solution.env]"))
+                           task_env(self.task, self.task.solution_env, where="[solution.env]"))
         if result.exit_code == 86:
             raise SandboxError(f"container {self.container_id[:12]}: could not put the solution in place: "
                                f"{result.output[-400:]}")
@@ -544,7 +541,7 @@ class DockerEnvironment:
 
     def exec(self, command: str, timeout_s: float) -> ExecResult:
         """Run `command` with bash as the agent user, bounded by `timeout_s`, with [environment.env]."""
-        return self._wrapped(command, self.user, timeout_s, self._task_env())
+        return self._wrapped(command, self.user, timeout_s, task_env(self.task))
 
     def _wrapped(self, script: str, user: str, timeout_s: float, env: dict[str, str] | None = None) -> ExecResult:
         file, inline = self._script_argv(script)
@@ -630,7 +627,7 @@ class DockerEnvironment:
         self.backend.client.api.put_archive(self.container_id, "/", _tests_tar(self.task, stage, top, nonce))
         limit = self.task.verifier_timeout_sec
         paths = list(dict.fromkeys(("/logs/artifacts", *self.task.artifacts, *stage.artifacts)))
-        env = self._task_env(self.task.verifier_env, stage.verifier_env, where="[verifier.env]")
+        env = task_env(self.task, self.task.verifier_env, stage.verifier_env, where="[verifier.env]")
         run = self._run(["bash", "-c", _VERIFY, "hrbench", _REAPER, f"/{top}", f"{limit:.3f}",
                          _numeric(self.user), *paths], "0", limit + 60, env)
         for shell in list(self.shells):  # their bash died with every other agent process

@@ -201,9 +201,6 @@ class LocalEnvironment:
         self._begun: set[int] = set()  # stages whose workdir files, setup.sh and healthcheck ran
         self.artifacts_dir: Path | None = None  # where verify() copies artifacts (per stage), when set
 
-    def _env(self, *extra: tuple[tuple[str, str], ...], where: str = "[environment.env]") -> dict[str, str]:
-        return task_env(self.task, *extra, where=where)
-
     def _args(self, extra: list[str] | None = None, **kwargs) -> list[str]:
         return _sandbox_args(self.workspace, self.task.workdir, self.limits, extra, persist=self.task.persist,
                              **kwargs)
@@ -220,7 +217,7 @@ class LocalEnvironment:
         return self._mounted
 
     def exec(self, command: str, timeout_s: float) -> ExecResult:
-        args = self._args(env=self._env())
+        args = self._args(env=task_env(self.task))
         return run_confined(confined_argv(args, ["/bin/bash", "-s"], self.limits, self.cgroup), command, timeout_s,
                             self.cgroup)
 
@@ -230,7 +227,7 @@ class LocalEnvironment:
         Same sandbox and limits as `exec`; `verify` and `close` end it (and everything it started)."""
         from hrbench.envs.shell import PersistentShell
 
-        args = self._args(env=self._env())
+        args = self._args(env=task_env(self.task))
         argv = confined_argv(args, ["/bin/bash", "--noprofile", "--norc", "-s"], self.limits, self.cgroup)
         shell = PersistentShell(argv)
         self._shells = [s for s in self._shells if not s.closed] + [shell]
@@ -253,7 +250,7 @@ class LocalEnvironment:
                         os.chmod(path, 0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
             os.chmod(folder, 0o755)
             args = self._args(["--ro-bind", str(folder), "/solution"],
-                              env=self._env(self.task.solution_env, where="[solution.env]"))
+                              env=task_env(self.task, self.task.solution_env, where="[solution.env]"))
             timeout = stage.agent_timeout_sec or self.task.agent_timeout_sec
             # bash runs the script itself (not typed into `bash -s`): one process fewer per replay
             return run_confined(confined_argv(args, ["/bin/bash", "/solution/solve.sh"], self.limits, self.cgroup),
@@ -339,7 +336,7 @@ class LocalEnvironment:
                          "--ro-bind", str(_toolchain()), VERIFIER_TOOLCHAIN]
                 # No PYTHONSAFEPATH here: Harbor verifiers run `python -m pytest` from WORKDIR and import the
                 # agent's modules on purpose. hrbench's own check library (checks.sh) sets it for itself.
-                env = self._env(self.task.verifier_env, stage.verifier_env, where="[verifier.env]")
+                env = task_env(self.task, self.task.verifier_env, stage.verifier_env, where="[verifier.env]")
                 env["PATH"] = f"{VERIFIER_TOOLCHAIN}:{env.get('PATH', SANDBOX_PATH)}"
                 args = self._args(extra, nested_userns=True, env=env)
                 timeout = stage.verifier_timeout_sec or self.task.verifier_timeout_sec

@@ -19,10 +19,10 @@ from hrbench.storage.local import LocalStore
 # many times (every analysis asset of an agent reads its checkpoint trials), and decoding a small
 # parquet file costs ~100 times reading its bytes. Keyed by content, so a rewritten table is never
 # served stale; bounded by the memory the decoded tables take.
-_DECODED: OrderedDict[bytes, tuple[int, pd.DataFrame]] = OrderedDict()
-_DECODED_BYTES = [0]
+_DECODED: OrderedDict[bytes, tuple[int, pd.DataFrame]] = OrderedDict()  # digest -> (memory, table)
 _DECODED_MAX_BYTES = 256 * 2**20
 _DECODED_LOCK = threading.Lock()
+_decoded_bytes = 0
 
 
 def _isolated(frame: pd.DataFrame) -> pd.DataFrame:
@@ -39,13 +39,13 @@ def _isolated(frame: pd.DataFrame) -> pd.DataFrame:
 
 def decode_table(data: bytes) -> pd.DataFrame:
     """The table stored as parquet `data` (a fresh copy: callers may modify it)."""
+    global _decoded_bytes
     digest = hashlib.sha256(data).digest()
     with _DECODED_LOCK:
         hit = _DECODED.get(digest)
+        if hit is not None:
+            _DECODED.move_to_end(digest)
     if hit is not None:
-        with _DECODED_LOCK:
-            if digest in _DECODED:
-                _DECODED.move_to_end(digest)
         return _isolated(hit[1])
     frame = pd.read_parquet(io.BytesIO(data), engine="pyarrow")
     size = int(frame.memory_usage(deep=True).sum())
@@ -54,9 +54,9 @@ def decode_table(data: bytes) -> pd.DataFrame:
         with _DECODED_LOCK:
             if digest not in _DECODED:
                 _DECODED[digest] = (size, cached)
-                _DECODED_BYTES[0] += size
-            while _DECODED_BYTES[0] > _DECODED_MAX_BYTES:
-                _DECODED_BYTES[0] -= _DECODED.popitem(last=False)[1][0]
+                _decoded_bytes += size
+            while _decoded_bytes > _DECODED_MAX_BYTES:
+                _decoded_bytes -= _DECODED.popitem(last=False)[1][0]
     return frame
 
 
