@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,6 +22,71 @@ def tiny_task_copy(tmp_path: Path) -> Path:
     target = tmp_path / "tiny-chain"
     shutil.copytree(TINY_TASK, target)
     return target
+
+
+# -- which tests the S3 pass runs --------------------------------------------------------------
+# scripts/test.sh runs the default suite twice: on local disk, then with every store on moto's S3
+# (HRBENCH_STORE=s3). The S3 pass skips tests marked `no_store` (sandbox, verifier, statistics tests
+# that never open a store): they would run the same code twice. THE RULE for a new test: leave it
+# unmarked (it runs in both passes) unless it never opens a store, directly or through a fixture or a
+# subprocess; only then may it carry `no_store`. The local pass enforces the rule: every opening of a
+# store (`StoreConfig.from_env` / `.open`, in this process and in Python subprocesses, through
+# tests/store_trace/sitecustomize.py on PYTHONPATH) is recorded under the running test's id, and a
+# `no_store` test that opened one fails at teardown. A subprocess whose test replaces PYTHONPATH is not
+# traced, so mark such a test `no_store` only when what it starts cannot reach a store.
+
+
+def _store_trace_path() -> Path | None:
+    """The trace file of this (local) pass, set up on first use; None in the S3 pass."""
+    if os.environ.get("HRBENCH_STORE", "local") == "s3":
+        return None
+    from tests.store_trace.sitecustomize import TRACE_ENV, trace
+
+    from hrbench.storage.config import StoreConfig
+
+    # a trace file given from outside is kept (a survey of which tests use stores); else a fresh one
+    os.environ.setdefault(TRACE_ENV, str(Path(tempfile.mkdtemp(prefix="hrbench-store-trace-")) / "trace"))
+    site_dir = str(Path(__file__).resolve().parent / "store_trace")
+    if site_dir not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (site_dir, os.environ.get("PYTHONPATH")) if p)
+    trace(StoreConfig)
+    return Path(os.environ[TRACE_ENV])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # results cached across runs (hrbench.content_cache) start empty in every session: a test never
+    # passes on an entry a developer's earlier run left behind
+    from hrbench.content_cache import CACHE_ENV
+
+    os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="hrbench-test-cache-")
+    config._store_trace = _store_trace_path()  # type: ignore[attr-defined]
+    config._store_users = set()  # type: ignore[attr-defined]
+    config._store_trace_offset = 0  # type: ignore[attr-defined]
+
+
+def store_users(config: pytest.Config) -> set[str]:
+    """Node ids of the tests that opened a store so far in this pass (reads the trace incrementally)."""
+    path: Path | None = config._store_trace  # type: ignore[attr-defined]
+    if path is not None and path.exists():
+        with path.open("rb") as f:
+            f.seek(config._store_trace_offset)  # type: ignore[attr-defined]
+            new = f.read()
+        complete = new[: new.rfind(b"\n") + 1]  # a line still being written waits for the next read
+        config._store_trace_offset += len(complete)  # type: ignore[attr-defined]
+        config._store_users.update(complete.decode().split())  # type: ignore[attr-defined]
+    return config._store_users  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if call.when != "teardown" or item.get_closest_marker("no_store") is None:
+        return
+    if item.nodeid in store_users(item.config) and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} is marked `no_store` but opened a store, so the S3 pass would "
+                           "skip a storage test: remove the mark (tests/conftest.py states the rule)")
 
 
 # -- the store the suite runs against -----------------------------------------------------------
