@@ -36,16 +36,15 @@ def tiny_task_copy(tmp_path: Path) -> Path:
 # traced, so mark such a test `no_store` only when what it starts cannot reach a store.
 
 
-def _store_trace_path() -> Path | None:
-    """The trace file of this (local) pass, set up on first use; None in the S3 pass."""
+def _store_trace_path(scratch: Path) -> Path | None:
+    """The trace file of this (local) pass, tracing switched on; None in the S3 pass."""
     if os.environ.get("HRBENCH_STORE", "local") == "s3":
         return None
+    from hrbench.storage.config import StoreConfig
     from tests.store_trace.sitecustomize import TRACE_ENV, trace
 
-    from hrbench.storage.config import StoreConfig
-
-    # a trace file given from outside is kept (a survey of which tests use stores); else a fresh one
-    os.environ.setdefault(TRACE_ENV, str(Path(tempfile.mkdtemp(prefix="hrbench-store-trace-")) / "trace"))
+    # a trace file given from outside is kept (a survey of which tests use stores)
+    os.environ.setdefault(TRACE_ENV, str(scratch / "store-trace"))
     site_dir = str(Path(__file__).resolve().parent / "store_trace")
     if site_dir not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (site_dir, os.environ.get("PYTHONPATH")) if p)
@@ -54,14 +53,20 @@ def _store_trace_path() -> Path | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # results cached across runs (hrbench.content_cache) start empty in every session: a test never
-    # passes on an entry a developer's earlier run left behind
     from hrbench.content_cache import CACHE_ENV
 
-    os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="hrbench-test-cache-")
-    config._store_trace = _store_trace_path()  # type: ignore[attr-defined]
+    scratch = Path(tempfile.mkdtemp(prefix="hrbench-suite-"))
+    config._hrbench_scratch = scratch  # type: ignore[attr-defined]
+    # results cached across runs (hrbench.content_cache) start empty in every session: a test never
+    # passes on an entry a developer's earlier run left behind
+    os.environ[CACHE_ENV] = str(scratch / "cache")
+    config._store_trace = _store_trace_path(scratch)  # type: ignore[attr-defined]
     config._store_users = set()  # type: ignore[attr-defined]
     config._store_trace_offset = 0  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(getattr(config, "_hrbench_scratch", ""), ignore_errors=True)
 
 
 def store_users(config: pytest.Config) -> set[str]:
