@@ -73,6 +73,12 @@ def group_cpu(group: Path) -> tuple[float, float]:
     return int(stat["user"]) / hz, int(stat["system"]) / hz
 
 
+def release_cpuacct_group(group: Path) -> None:
+    """Move this process back to the root group and remove its own (empty once its children are gone)."""
+    (CPUACCT / "cgroup.procs").write_text(str(os.getpid()))
+    group.rmdir()
+
+
 def trial_runner(task_name: str | None, root: Path):
     """One trial as a function of its index, snapshots built: the oracle's checkpoint trial of stage 0."""
     from hrbench.agents.oracle import OracleAgent
@@ -227,8 +233,7 @@ def main() -> None:
         for comm, count in comms.most_common(8):
             print(f"| {comm} | {per_sample_ms * count / n:.1f} |")
     if group:
-        (CPUACCT / "cgroup.procs").write_text(str(os.getpid()))
-        group.rmdir()
+        release_cpuacct_group(group)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ verifier checks it is 42.
 
 Each side runs in a fresh process at n and 2n trials; per extra trial = (wall(2n) - wall(n)) / n, which
 removes every fixed cost (imports, eval start-up, log writing). Rounds interleave the sides so the shared
-machine's load falls on all alike; the medians over the rounds and their ratios are printed.
+machine's load falls on all alike; the medians over the rounds and their ratios are printed, for the wall
+time and for the machine time of each side's whole process tree (a fresh cgroup-v1 `cpuacct` group per
+measurement, kernel included, other users' load excluded: the steadier figure on a shared machine).
 
     .venv/bin/python benchmarks/vs_inspect.py [--rounds 3] [--trials 60]
 """
@@ -116,10 +118,12 @@ def inspect_python(venv: Path) -> str:
     return str(python)
 
 
-def one_measurement(python: str, side: str, trials: int) -> float:
+def one_measurement(python: str, side: str, trials: int) -> tuple[float, float]:
+    """(wall of the trials, machine time of the side's whole process, imports included) in seconds."""
     out = subprocess.run([python, str(HERE), "--side", side, "--trials", str(trials)], capture_output=True,
                          text=True, check=True, cwd=HERE.parent.parent).stdout
-    return float(out.strip().splitlines()[-1])
+    wall, cpu = out.strip().splitlines()[-1].split()
+    return float(wall), float(cpu)
 
 
 def main() -> None:
@@ -130,26 +134,38 @@ def main() -> None:
     parser.add_argument("--side", choices=sorted(SIDES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:
-        print(SIDES[args.side](args.trials))
+        sys.path.insert(0, str(HERE.parent))
+        from trial_profile import group_cpu, own_cpuacct_group, release_cpuacct_group
+
+        group = own_cpuacct_group()  # before any thread: every process of this side is counted
+        wall = SIDES[args.side](args.trials)
+        cpu = sum(group_cpu(group)) if group else float("nan")
+        if group:
+            release_cpuacct_group(group)
+        print(wall, cpu)
         return
     pythons = {"hrbench": sys.executable, "inspect": inspect_python(args.venv), "floor": sys.executable}
     version = subprocess.run([pythons["inspect"], "-c", "import inspect_ai; print(inspect_ai.__version__)"],
                              capture_output=True, text=True).stdout.strip()
     print(f"{WORKERS} workers, n = {args.trials}, {args.rounds} rounds; inspect-ai {version}; "
           f"load at start {Path('/proc/loadavg').read_text().split()[0]}")
-    per_extra: dict[str, list[float]] = {side: [] for side in SIDES}
+    wall: dict[str, list[float]] = {side: [] for side in SIDES}
+    cpu: dict[str, list[float]] = {side: [] for side in SIDES}
     for r in range(args.rounds):
         order = list(SIDES)[r % 3:] + list(SIDES)[:r % 3]  # rotate who goes first
         for side in order:
             small = one_measurement(pythons[side], side, args.trials)
             large = one_measurement(pythons[side], side, 2 * args.trials)
-            per_extra[side].append(1000 * (large - small) / args.trials)
-        print(f"round {r + 1}: " + ", ".join(f"{s} {per_extra[s][-1]:.1f} ms" for s in SIDES)
+            wall[side].append(1000 * (large[0] - small[0]) / args.trials)
+            cpu[side].append(1000 * (large[1] - small[1]) / args.trials)
+        print(f"round {r + 1}: " + ", ".join(f"{s} {wall[s][-1]:.1f} ms ({cpu[s][-1]:.1f} ms CPU)" for s in SIDES)
               + f" per extra trial (load {Path('/proc/loadavg').read_text().split()[0]})", flush=True)
-    med = {side: statistics.median(v) for side, v in per_extra.items()}
-    print("medians per extra trial: " + ", ".join(f"{s} {m:.1f} ms" for s, m in med.items()))
-    print(f"hrbench / inspect-ai = {med['hrbench'] / med['inspect']:.2f}; "
-          f"hrbench / two-bwrap floor = {med['hrbench'] / med['floor']:.2f}")
+    for label, values in (("wall at 2 workers", wall), ("machine time (cpuacct: the side's whole process tree, "
+                                                          "kernel included)", cpu)):
+        med = {side: statistics.median(v) for side, v in values.items()}
+        print(f"medians per extra trial, {label}: " + ", ".join(f"{s} {m:.1f} ms" for s, m in med.items())
+              + f"; hrbench / inspect-ai = {med['hrbench'] / med['inspect']:.2f}, "
+              f"hrbench / two-bwrap floor = {med['hrbench'] / med['floor']:.2f}")
 
 
 if __name__ == "__main__":
