@@ -80,6 +80,14 @@ PERSIST_DIR = ".hrbench-persist"
 # What verifiers get besides the host's /usr (docs/tasks.md, "verifier tooling"): `python` for
 # `python3`; pytest is Debian's python3-pytest (scripts/verifier_toolchain.sh installs it).
 VERIFIER_TOOLCHAIN = "/opt/hrbench-verifier/bin"
+# The step's files win over what the agent left at their paths (Harbor's upload overwrites): a symlink
+# or a non-directory where the step has a directory is removed first, and files replace files.
+_STEP_COPY = r"""cd {files} && find . -mindepth 1 -type d -print0 | while IFS= read -r -d '' d; do
+  t="{workdir}/$d"; if [ -L "$t" ] || {{ [ -e "$t" ] && [ ! -d "$t" ]; }}; then rm -f "$t"; fi; done
+cp -R -P --remove-destination --preserve=mode,timestamps,links {files}/. {workdir}/ \
+  || {{ echo 'hrbench: copying the step workdir/ files failed'; exit 1; }}
+cd {workdir}
+"""
 _FULL_BYTES = 1 << 20  # a sized workspace with less free space than this is full
 STEP_FILES = "/opt/hrbench-step-workdir"  # a step's workdir/ files, bound read-only while they are copied in
 
@@ -325,8 +333,7 @@ class LocalEnvironment:
                 shutil.copytree(stage.workdir_files, staged / "files", symlinks=True)
                 sandbox_owner(staged / "files")
                 extra = ["--ro-bind", str(staged / "files"), STEP_FILES]
-                copy = (f"cp -R -P --preserve=mode,timestamps,links {STEP_FILES}/. {workdir}/ "
-                        f"|| {{ echo 'hrbench: copying the step workdir/ files failed'; exit 1; }}\n")
+                copy = _STEP_COPY.format(files=STEP_FILES, workdir=workdir)
             script = f"bash {workdir}/setup.sh; code=$?; rm -f {workdir}/setup.sh; exit $code\n" \
                 if stage.setup_script is not None else ""
             try:
