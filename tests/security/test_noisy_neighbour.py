@@ -51,7 +51,9 @@ def test_a_fork_bomb_and_busy_loops_leave_another_trials_verifier_its_share(tmp_
     noise = threading.Thread(target=noisy.exec, args=(NOISE, 20), daemon=True)
     try:
         noise.start()
-        time.sleep(1.5)  # the bomb has met its process bound, the loops spin
+        deadline = time.monotonic() + 15
+        while len(noisy.cgroup.pids()) < LIMITS.max_pids - 2 and time.monotonic() < deadline:
+            time.sleep(0.1)  # until the bomb meets its process bound (the loops spin meanwhile)
         assert len(noisy.cgroup.pids()) >= LIMITS.max_pids - 2
         quota = _cpu_quota(noisy)
         loud = _verify_once(backend, task)
