@@ -260,7 +260,7 @@ class TrialCgroup:
                 (group / "cpu.cfs_quota_us").write_text(str(quota))
             else:
                 (group / "cpu.max").write_text(f"{quota} {_CPU_PERIOD_US}")
-        else:
+        elif controller == "pids":
             (group / "pids.max").write_text(str(self.limits.max_pids))
 
     @staticmethod
