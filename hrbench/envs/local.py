@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import select
+import shlex
 import shutil
 import stat
 import subprocess
@@ -82,11 +83,11 @@ PERSIST_DIR = ".hrbench-persist"
 VERIFIER_TOOLCHAIN = "/opt/hrbench-verifier/bin"
 # The step's files win over what the agent left at their paths (Harbor's upload overwrites): a symlink
 # or a non-directory where the step has a directory is removed first, and files replace files.
-_STEP_COPY = r"""cd {files} && find . -mindepth 1 -type d -print0 | while IFS= read -r -d '' d; do
-  t="{workdir}/$d"; if [ -L "$t" ] || {{ [ -e "$t" ] && [ ! -d "$t" ]; }}; then rm -f "$t"; fi; done
-cp -R -P --remove-destination --preserve=mode,timestamps,links {files}/. {workdir}/ \
+_STEP_COPY = r"""W={workdir}; cd {files} && find . -mindepth 1 -type d -print0 | while IFS= read -r -d '' d; do
+  t="$W/$d"; if [ -L "$t" ] || {{ [ -e "$t" ] && [ ! -d "$t" ]; }}; then rm -f "$t"; fi; done
+cp -R -P --remove-destination --preserve=mode,timestamps,links {files}/. "$W/" \
   || {{ echo 'hrbench: copying the step workdir/ files failed'; exit 1; }}
-cd {workdir}
+cd "$W"
 """
 _FULL_BYTES = 1 << 20  # a sized workspace with less free space than this is full
 STEP_FILES = "/opt/hrbench-step-workdir"  # a step's workdir/ files, bound read-only while they are copied in
@@ -333,7 +334,7 @@ class LocalEnvironment:
                 shutil.copytree(stage.workdir_files, staged / "files", symlinks=True)
                 sandbox_owner(staged / "files")
                 extra = ["--ro-bind", str(staged / "files"), STEP_FILES]
-                copy = _STEP_COPY.format(files=STEP_FILES, workdir=workdir)
+                copy = _STEP_COPY.format(files=STEP_FILES, workdir=shlex.quote(workdir))
             script = f"bash {workdir}/setup.sh; code=$?; rm -f {workdir}/setup.sh; exit $code\n" \
                 if stage.setup_script is not None else ""
             try:
