@@ -323,33 +323,35 @@ class LocalEnvironment:
         if stage.index in self._begun:
             return
         self._begun.add(stage.index)
-        workdir = self.task.workdir
-        if stage.workdir_files is not None or stage.setup_script is not None:
-            # The step's files are copied by the sandbox itself, into its own view: the workspace holds
-            # what the agent left, and a symlink there must not lead a host-side copy out of it.
-            extra, copy, staged = [], "", None
-            if stage.workdir_files is not None:
-                # staged in the sandbox area, as the sandbox uid: bwrap resolves a bind source as that uid
-                staged = area_tempdir("step")
-                shutil.copytree(stage.workdir_files, staged / "files", symlinks=True)
-                sandbox_owner(staged / "files")
-                extra = ["--ro-bind", str(staged / "files"), STEP_FILES]
-                copy = _STEP_COPY.format(files=STEP_FILES, workdir=shlex.quote(workdir))
-            script = f"bash {workdir}/setup.sh; code=$?; rm -f {workdir}/setup.sh; exit $code\n" \
-                if stage.setup_script is not None else ""
-            try:
-                result = run_confined(confined_argv(self._args(extra, env=task_env(self.task)), ["/bin/bash", "-s"],
-                                                    self.limits, self.cgroup),
-                                      copy + script, stage.agent_timeout_sec or self.task.agent_timeout_sec,
-                                      self.cgroup)
-            finally:
-                if staged is not None:
-                    shutil.rmtree(staged, ignore_errors=True)
+        if stage.workdir_files is not None:
+            self._copy_step_files(stage)
+        if stage.setup_script is not None:
+            script = f"{self.task.workdir}/setup.sh"
+            result = self.exec(f"bash {script}; code=$?; rm -f {script}; exit $code\n",
+                               stage.agent_timeout_sec or self.task.agent_timeout_sec)
             if result.exit_code != 0:
-                raise SandboxError(f"task {self.task.name!r}: steps/{stage.name}/workdir/ files or setup.sh failed "
+                raise SandboxError(f"task {self.task.name!r}: steps/{stage.name}/workdir/setup.sh failed "
                                    f"(exit {result.exit_code}):\n{result.output[-800:]}")
         if stage.healthcheck is not None:
             self.healthcheck(stage.healthcheck, f"[steps.healthcheck] of step {stage.name!r}")
+
+    def _copy_step_files(self, stage: Stage) -> None:
+        """The step's workdir/ files into WORKDIR, copied by the sandbox itself into its own view: the
+        workspace holds what the agent left, and a symlink there must not lead a host-side copy out of
+        it. Staged in the sandbox area as the sandbox uid (bwrap resolves a bind source as that uid)."""
+        staged = area_tempdir("step")
+        try:
+            shutil.copytree(stage.workdir_files, staged / "files", symlinks=True)
+            sandbox_owner(staged / "files")
+            args = self._args(["--ro-bind", str(staged / "files"), STEP_FILES], env=task_env(self.task))
+            result = run_confined(confined_argv(args, ["/bin/bash", "-s"], self.limits, self.cgroup),
+                                  _STEP_COPY.format(files=STEP_FILES, workdir=shlex.quote(self.task.workdir)),
+                                  stage.agent_timeout_sec or self.task.agent_timeout_sec, self.cgroup)
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)
+        if result.exit_code != 0:
+            raise SandboxError(f"task {self.task.name!r}: copying steps/{stage.name}/workdir/ into the workspace "
+                               f"failed (exit {result.exit_code}):\n{result.output[-800:]}")
 
     def healthcheck(self, check: Healthcheck, what: str) -> None:
         """Docker HEALTHCHECK semantics: healthy at the first passing run; failures during

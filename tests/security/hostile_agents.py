@@ -1,7 +1,7 @@
 """Three hostile agents run through the real harness (command agents, the local backend), as a
 program so the suite can start it as root and as an unprivileged user:
 
-    python -m tests.security.hostile_agents OUT_JSON
+    python -m tests.security.hostile_agents OUT_JSON [--backend local|docker] [--docker-host URL]
 
 - the **symlink agent**: at every turn it replaces *every* file and directory of its writable space
   (workspace, persisted paths, /tmp = its home) by hard links and symlinks to `/`, `/etc/shadow`, the
@@ -24,11 +24,12 @@ sandbox's uid, the task registry, the output directory's cache, the other trial'
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import json
 import os
 import secrets
 import shutil
-import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -175,7 +176,32 @@ def _outcome(record, work: Path) -> dict:
 
 
 
-def _outside(work: Path, out: Path, registry: Path, neighbour: Path, token: str) -> dict:
+def _workdir_digest(env) -> str:
+    """The content of a live trial's workdir and persisted paths (either backend)."""
+    return hashlib.sha256(repr(sorted(env.workdir_files().items())).encode()).hexdigest()
+
+
+def _make_backend(kind: str, cache: Path, limits: SandboxLimits, docker_host: str | None):
+    if kind == "local":
+        return LocalBackend(cache, limits=limits)
+    from hrbench.envs.docker import DockerBackend
+
+    return DockerBackend(cache, memory_mb=limits.memory_mb, pids_limit=limits.max_pids, tmp_mb=limits.tmp_mb,
+                         file_mb=limits.workspace_mb, cpus=limits.cpus, docker_host=docker_host)
+
+
+def _state_digests(backend, task, out: Path) -> dict:
+    """Each checkpoint state's content (local: its tree; docker: the image id its tag names) and
+    which of them still match their seals (docker: none are sealed, see docs/security.md)."""
+    if isinstance(backend, LocalBackend):
+        found = states.cached_states(out / "cache")
+        return {"states": {str(s.relative_to(out)): states.tree_sha256(s) for s in found},
+                "states_ok": len([s for s in states.cached_states(out / "cache") if states.check(s) is None])}
+    refs = [backend.state_image(task, i) for i in range(task.n_stages)]
+    return {"states": {ref: backend.client.images.get(ref).id for ref in refs}, "states_ok": len(refs)}
+
+
+def _outside(work: Path, out: Path, registry: Path, neighbour, token: str, backend, task) -> dict:
     """What must not change outside the trials' workspaces: host /tmp (entries directly in it owned by
     the sandbox's uid; anywhere under it, files named after this run's token, which the agents try to
     create through every link; other jobs on this machine write /tmp too), the task registry, the
@@ -191,26 +217,29 @@ def _outside(work: Path, out: Path, registry: Path, neighbour: Path, token: str)
                 continue
             if token in name or (folder == "/tmp" and info.st_uid == agent_uid and privileged()):
                 tmp_entries.append(f"{path} {info.st_uid} {info.st_size} {info.st_mtime_ns}")
-    cache = out / "cache" / "states"
+    cache = out / "cache"
     return {"tmp": sorted(tmp_entries), "registry": states.tree_sha256(registry),
-            "states": {str(s.relative_to(out)): states.tree_sha256(s) for s in states.cached_states(out / "cache")},
-            "states_ok": [str(s) for s in states.cached_states(out / "cache") if states.check(s) is None],
             "cache_listing": sorted(str(p.relative_to(cache)) for p in cache.rglob("*")) if cache.exists() else [],
-            "neighbour": states.tree_sha256(neighbour)}
+            "neighbour": _workdir_digest(neighbour), **_state_digests(backend, task, out)}
 
 
-def main(result_path: Path) -> None:
-    print(f"hrbench as uid {os.geteuid()} (root={privileged()})")
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--backend", choices=("local", "docker"), default="local")
+    parser.add_argument("--docker-host", help="the Docker API (default: DOCKER_HOST)")
+    args = parser.parse_args(argv)
+    print(f"hrbench as uid {os.geteuid()} (root={privileged()}); {args.backend} backend")
     work = Path(tempfile.mkdtemp(prefix="hrbench-hostile-agents-"))
     os.chmod(work, 0o755)
     try:
-        results = run(work)
+        results = run(work, args.backend, args.docker_host)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    result_path.write_text(json.dumps(results, indent=1))
+    args.out.write_text(json.dumps(results, indent=1))
 
 
-def run(work: Path) -> dict:
+def run(work: Path, kind: str = "local", docker_host: str | None = None) -> dict:
     registry = work / "registry" / "tiny-chain"
     shutil.copytree(TINY_TASK, registry)
     step_files = registry / "steps" / "double" / "workdir"  # copied into the (booby-trapped) workspace
@@ -223,16 +252,20 @@ def run(work: Path) -> dict:
     for path in markers:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("host secret\n")
-    backend = LocalBackend(out / "cache", limits=LIMITS)
+    backend = _make_backend(kind, out / "cache", LIMITS, docker_host)
     task = load_task(registry)
     for done in range(task.n_stages):
         backend.checkpoint_state(task, done)
     neighbour = backend.start(task, 0)  # another trial, alive throughout
-    (neighbour.workspace / marker).write_text("host secret\n")
-    before = _outside(work, out, registry, neighbour.root, token)
+    neighbour.exec(f"echo host secret > {marker}", 10)
+    # where the other trial's workdir is on the host (docker: its container's merged filesystem)
+    elsewhere = neighbour.workspace if kind == "local" else Path(
+        backend.client.api.inspect_container(neighbour.container_id)["GraphDriver"]["Data"].get("MergedDir", "/")
+        + task.workdir)
+    before = _outside(work, out, registry, neighbour, token, backend, task)
     targets = [["root", "/"], ["shadow", "/etc/shadow"], ["registry", str(registry)], ["out", str(out)],
-               ["proc1", "/proc/1/root"], ["neighbour", str(neighbour.workspace)], ["marker", str(markers[0])]]
-    markers.append(neighbour.workspace / marker)
+               ["proc1", "/proc/1/root"], ["neighbour", str(elsewhere)], ["marker", str(markers[0])]]
+    markers.append(elsewhere / marker)
     swap, probe = _script(SWAP, targets, token), _script(PROBE, [str(m) for m in markers])
     results: dict = {}
 
@@ -289,11 +322,12 @@ def run(work: Path) -> dict:
     for name, path, limits in (("starver", registry, STARVER_LIMITS),
                                ("starver, verifier writes the workspace", scratch, FULL_DISK_LIMITS)):
         row = run_checkpoint_trial(_spec("starver", "checkpoint", "make"), load_task(path), starver,
-                                   LocalBackend(work / f"out-{limits.memory_mb}" / "cache", limits=limits),
+                                   _make_backend(kind, work / f"out-{limits.memory_mb}" / "cache", limits,
+                                                 docker_host),
                                    CheckpointProtocol(budget=BUDGET), 0, trajectory_dir=work / "trajectories")
         results[name] = _outcome(row, work)
 
-    after = _outside(work, out, registry, neighbour.root, token)
+    after = _outside(work, out, registry, neighbour, token, backend, task)
     neighbour.close()
     results["outside"] = {"before": before, "after": after}
     return results
@@ -312,4 +346,4 @@ def _race(env, swap: str, probe: str, results: dict) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main()

@@ -32,7 +32,7 @@ def _check(results: dict, transcript: str) -> None:
     assert results["racer"]["held"] == results["racer"]["probes"] > 0, results["racer"]
     # nothing outside the trials' workspaces changed
     before, after = results["outside"]["before"], results["outside"]["after"]
-    assert after == before and len(after["states_ok"]) == 3, (before, after)
+    assert after == before and after["states_ok"] == 3, (before, after)
     # the starver's trials are the agent's failures, never verifier errors
     for name in ("starver", "starver, verifier writes the workspace"):
         assert agents[name]["stage_exit_reasons"] == ["failed"], agents[name]
