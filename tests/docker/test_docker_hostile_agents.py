@@ -1,6 +1,8 @@
 """Protects the docker backend against the hostile agents of tests/security/hostile_agents.py (the
 symlink agent and its racer, the poisoner, the starver), hrbench running as root, against podman:
-the same checks as on local (tests/security/test_hostile_agents.py)."""
+the same checks as on local (tests/security/test_hostile_agents.py), but one documented shortfall:
+the verifier runs in the agent's container, and after the starver it writes no reward, so those
+trials are `verifier_error` (docs/security.md, "What the docker backend must match")."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.security.test_hostile_agents import REPO, _check
+from tests.security.test_hostile_agents import REPO, STARVERS, _check
 
 pytestmark = pytest.mark.slow  # podman, containers
 
@@ -24,4 +26,4 @@ def test_hostile_agents_on_the_docker_backend(docker_host: str, tmp_path: Path):
                           capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0 and out.exists(), proc.stdout + proc.stderr[-3000:]
     assert "docker backend" in proc.stdout
-    _check(json.loads(out.read_text()), proc.stdout)
+    _check(json.loads(out.read_text()), proc.stdout, shortfalls=STARVERS)

@@ -165,8 +165,6 @@ def _spec(agent: str, kind: str, stage: str | None, index: int = 0) -> TrialSpec
 
 def _outcome(record, work: Path) -> dict:
     steps = read_trajectory(work / record.trajectory_path)["steps"] if record.trajectory_path else []
-    if os.environ.get("HOSTILE_DEBUG"):
-        print(json.dumps(steps, indent=1)[-6000:])
     text = json.dumps(steps)
     outcomes = json.loads(record.stage_outcomes_json)
     return {"stages_passed": record.stages_passed, "exit_reason": record.exit_reason, "error": record.error,
@@ -257,6 +255,14 @@ def run(work: Path, kind: str = "local", docker_host: str | None = None) -> dict
     for done in range(task.n_stages):
         backend.checkpoint_state(task, done)
     neighbour = backend.start(task, 0)  # another trial, alive throughout
+    try:
+        return _attacks(work, kind, docker_host, backend, task, registry, out, neighbour, marker, markers, token)
+    finally:
+        neighbour.close()
+
+
+def _attacks(work: Path, kind: str, docker_host: str | None, backend, task, registry: Path, out: Path, neighbour,
+             marker: str, markers: list[Path], token: str) -> dict:
     neighbour.exec(f"echo host secret > {marker}", 10)
     # where the other trial's workdir is on the host (docker: its container's merged filesystem)
     elsewhere = neighbour.workspace if kind == "local" else Path(
@@ -277,6 +283,17 @@ def run(work: Path, kind: str = "local", docker_host: str | None = None) -> dict
     own = _script(PROBE, [str(m) for m in markers[:-1]])  # its own workspace holds no marker
     racer = threading.Thread(target=_race, args=(racer_env, swap, own, results), daemon=True)
     racer.start()
+    try:
+        _symlink_agent(work, backend, task, symlink, results)
+    finally:
+        racer.join()
+        racer_env.close()
+    _poisoner_and_starver(work, kind, docker_host, backend, task, registry, out, swap, results)
+    results["outside"] = {"before": before, "after": _outside(work, out, registry, neighbour, token, backend, task)}
+    return results
+
+
+def _symlink_agent(work: Path, backend, task, symlink: CommandAgent, results: dict) -> None:
     row = run_natural_trial(_spec("symlink", "natural", None), task, symlink, backend, CONDITIONS["baseline"], BUDGET, 0,
                             trajectory_dir=work / "trajectories")
     results["symlink natural"] = _outcome(row, work)
@@ -284,10 +301,11 @@ def run(work: Path, kind: str = "local", docker_host: str | None = None) -> dict
         row = run_checkpoint_trial(_spec("symlink", "checkpoint", stage), task, symlink, backend,
                                    CheckpointProtocol(budget=BUDGET), 0, trajectory_dir=work / "trajectories")
         results[f"symlink checkpoint {stage}"] = _outcome(row, work)
-    racer.join()
-    racer_env.close()
 
-    # the poisoner, then a do-nothing agent in the same output directory
+
+def _poisoner_and_starver(work: Path, kind: str, docker_host: str | None, backend, task, registry: Path, out: Path,
+                          swap: str, results: dict) -> None:
+    """The poisoner, then a do-nothing agent in the same output directory; then the starver."""
     poison = ("for root in / /proc/1/root /app/link-root /output/link-root; do "
               f"find $root{out} $root/tmp $root/var -xdev -path '*after-*' 2>/dev/null; done | sort -u | "
               "while read f; do [ -d \"$f\" ] && cp -a \"${f%after-*}after-3/.\" \"$f/\" 2>/dev/null; "
@@ -326,11 +344,6 @@ def run(work: Path, kind: str = "local", docker_host: str | None = None) -> dict
                                                  docker_host),
                                    CheckpointProtocol(budget=BUDGET), 0, trajectory_dir=work / "trajectories")
         results[name] = _outcome(row, work)
-
-    after = _outside(work, out, registry, neighbour, token, backend, task)
-    neighbour.close()
-    results["outside"] = {"before": before, "after": after}
-    return results
 
 
 def _race(env, swap: str, probe: str, results: dict) -> None:

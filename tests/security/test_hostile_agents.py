@@ -20,12 +20,18 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="switching to an unprivileged user needs root")]
 
 
-def _check(results: dict, transcript: str) -> None:
+STARVERS = ("starver", "starver, verifier writes the workspace")
+
+
+def _check(results: dict, transcript: str, shortfalls: tuple[str, ...] = ()) -> None:
+    """Every check of the module's docstring; `shortfalls` names trials a backend is documented to
+    record as `verifier_error` (docs/security.md) instead of `failed`."""
     agents = {k: v for k, v in results.items() if k not in ("outside", "racer")}
     # 0 stages passed without solving: the symlink agent solves part 1 of its natural rollout, nothing else
     passed = {k: v["stages_passed"] for k, v in agents.items() if v["stages_passed"]}
     assert passed == {"symlink natural": 1}, (passed, transcript)
-    assert all(v["error"] is None for v in agents.values()), transcript
+    errors = {k: v["error"] for k, v in agents.items() if v["error"] and k not in shortfalls}
+    assert not errors, errors
     # every probe ran and none saw a host marker, through any link, in any fresh shell or racing exec
     assert not any(v["escaped"] for v in agents.values()) and not results["racer"]["escaped"], transcript
     assert agents["symlink natural"]["swaps"] >= 5 and agents["symlink natural"]["probes_held"] >= 4, agents
@@ -34,8 +40,9 @@ def _check(results: dict, transcript: str) -> None:
     before, after = results["outside"]["before"], results["outside"]["after"]
     assert after == before and after["states_ok"] == 3, (before, after)
     # the starver's trials are the agent's failures, never verifier errors
-    for name in ("starver", "starver, verifier writes the workspace"):
-        assert agents[name]["stage_exit_reasons"] == ["failed"], agents[name]
+    for name in STARVERS:
+        expected = ["verifier_error"] if name in shortfalls else ["failed"]
+        assert agents[name]["stage_exit_reasons"] == expected, agents[name]
 
 
 def test_hostile_agents_with_hrbench_running_as_root(tmp_path: Path):
