@@ -28,7 +28,7 @@ from hrbench.tasks.model import Task
 
 # The code whose behaviour decides a number: the core and the Dagster layer that calls it.
 CODE_ROOT = Path(__file__).resolve().parent.parent
-CODE_DIRS = ("hrbench", "pipelines", "resources")
+CODE_DIRS = ("hrbench", "resources", "assets", "pipelines")
 CHECK_LIBRARY = Path(__file__).resolve().parent / "tasks" / "checks.sh"
 
 

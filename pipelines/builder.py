@@ -13,11 +13,11 @@ from dagster import Definitions
 from hrbench.protocol import load_study
 from hrbench.tasks.loader import load_registry
 from pipelines.defs.agents.sensors import build_agent_sensor
-from pipelines.defs.study.assets import build_study_assets
-from pipelines.defs.study.checks import build_study_checks
+from assets.study import build_study_assets
+from assets.checks import build_study_checks
 from pipelines.defs.study.executor import ExecutorSettings, step_executor
 from pipelines.defs.study.jobs import build_jobs, steps_for
-from pipelines.defs.study.partitions import agent_task_partitions
+from assets.partitions import agent_task_partitions
 from pipelines.defs.study.schedules import build_automation_sensor, build_schedules
 from resources.storage import storage_from_env
 from resources.study import StudyResource, TableIOManager

@@ -27,7 +27,7 @@ from hrbench.stores import StudyStores
 from hrbench.study_run import StudyRun
 from pipelines.defs.agents.sensors import step_done
 from pipelines.defs.study.jobs import Step, step_tags, steps_for
-from pipelines.defs.study.partitions import AGENTS
+from assets.partitions import AGENTS
 
 # hrbench prints each step's outcome; the Dagster console log would bury it (the event log keeps everything).
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}

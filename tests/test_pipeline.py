@@ -16,7 +16,7 @@ from dagster import AssetKey, AssetSelection, DagsterInstance, MultiPartitionKey
 
 from pipelines.builder import build_definitions
 from pipelines.materialize import QUIET, run_study
-from pipelines.defs.study.partitions import AGENTS
+from assets.partitions import AGENTS
 from tests.conftest import FIXTURES, TINY_STUDY, stored_keys, stored_table
 
 REPO = Path(__file__).resolve().parent.parent

@@ -128,7 +128,7 @@ def test_a_finished_study_run_again_launches_nothing_and_changes_nothing(finishe
 
 def test_blocking_check_refuses_a_table_whose_hashes_match_no_registration(copy: Path):
     from pipelines.builder import build_definitions
-    from pipelines.defs.study.checks import REGISTERED, registration_problems
+    from assets.checks import REGISTERED, registration_problems
 
     assert registration_problems(copy, "baseline/horizon_residuals", ["steady", "rotting"]) == []
     key = "tables/baseline/horizon_residuals/steady.parquet"

@@ -28,7 +28,7 @@ from hrbench.protocol import StudyError
 from hrbench.study_run import StudyRun
 from hrbench.tasks.model import TaskError
 from pipelines.defs.study.jobs import Step, agent_steps, step_tags, steps_for
-from pipelines.defs.study.partitions import AGENTS
+from assets.partitions import AGENTS
 from resources.storage import storage_from_env
 from resources.study import StudyResource
 

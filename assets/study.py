@@ -33,8 +33,8 @@ from hrbench.report.summary import write_summary
 from hrbench.structure.study_depth import measure_study_depth
 from hrbench.study_run import StudyRun
 from hrbench.tasks.audit import StageAudit
-from pipelines.defs.study.evidence import prior_expected_success
-from pipelines.defs.study.partitions import AGENTS
+from assets.evidence import prior_expected_success
+from assets.partitions import AGENTS
 from resources.study import StudyResource
 
 with warnings.catch_warnings():

@@ -20,8 +20,8 @@ from dagster import (
 from hrbench import quality
 from hrbench.preregistration import load_registration
 from hrbench.storage import TableStore, store_for
-from pipelines.defs.study.evidence import first_expected_success, latest_materialization, metadata_for_agent, metadata_text
-from pipelines.defs.study.partitions import AGENTS
+from assets.evidence import first_expected_success, latest_materialization, metadata_for_agent, metadata_text
+from assets.partitions import AGENTS
 from resources.study import StudyResource
 
 EXPECTED_BEFORE_OBSERVED = "expected_success_precedes_natural_trials"
