@@ -24,18 +24,14 @@ from rich.console import Console
 
 from hrbench.preregistration import check_registration, record_study_source
 from hrbench.stores import StudyStores
+from hrbench.steps import Step, StudyFailed, step_done, steps_for
 from hrbench.study_run import StudyRun
-from pipelines.defs.agents.sensors import step_done
-from pipelines.defs.study.jobs import Step, step_tags, steps_for
 from assets.partitions import AGENTS
+from pipelines.defs.study.jobs import step_tags
 
 # hrbench prints each step's outcome; the Dagster console log would bury it (the event log keeps everything).
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 INSTANCE_YAML = "telemetry:\n  enabled: false\n"
-
-
-class StudyFailed(RuntimeError):
-    """A step of the study failed; the message says which and why, and where the full log is."""
 
 
 def instance_for(out_dir: Path) -> DagsterInstance:

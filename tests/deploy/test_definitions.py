@@ -13,7 +13,7 @@ from dagster import DefaultScheduleStatus, DefaultSensorStatus
 from hrbench.preregistration import code_version
 from pipelines.builder import build_definitions
 from hrbench.protocol import load_study
-from pipelines.defs.study.jobs import steps_for
+from hrbench.steps import steps_for
 from tests.conftest import TINY_STUDY
 
 REPO = Path(__file__).resolve().parents[2]

@@ -43,7 +43,7 @@ class _Figures(HTMLParser):
 @pytest.fixture(scope="module")
 def study_out(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("report-demo")
-    done = subprocess.run([sys.executable, "-m", "hrbench.cli", "run", str(STUDY), "--out", str(out)], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(STUDY), "--out", str(out)], cwd=REPO,
                           capture_output=True, text=True, timeout=3000, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return out
