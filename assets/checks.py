@@ -18,6 +18,7 @@ from dagster import (
 )
 
 from hrbench import quality
+from hrbench.catalogue import CHECKPOINT_TRIALS, CONDITION_TABLES
 from hrbench.preregistration import load_registration
 from hrbench.storage import TableStore, store_for
 from assets.evidence import first_expected_success, latest_materialization, metadata_for_agent, metadata_text
@@ -28,9 +29,8 @@ EXPECTED_BEFORE_OBSERVED = "expected_success_precedes_natural_trials"
 QUALITY = "data_quality"
 REGISTERED = "hashes_match_stored_registration"
 # The per-agent tables whose hashes are checked against the stored records; a condition's are `<condition>/<name>`.
-SHARED_REGISTERED = ("checkpoint_trials",)
-CONDITION_REGISTERED = ("natural_trials", "stage_estimates", "expected_success", "observed_success",
-                        "horizon_residuals")
+SHARED_REGISTERED = (CHECKPOINT_TRIALS.name,)
+CONDITION_REGISTERED = CONDITION_TABLES
 # A condition's per-agent tables with a suite, whether a failure blocks what is computed from them
 # (observed_success feeds no estimate: the residuals are computed from the trials themselves).
 PER_AGENT_SUITES = {"stage_estimates": (quality.check_stage_estimates, True),

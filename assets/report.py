@@ -5,6 +5,9 @@ from dagster import AssetIn, AssetKey, AssetsDefinition, MaterializeResult, Meta
 
 from assets.common import REPORT, STALE, residual_markdown
 from hrbench import analysis
+from hrbench.catalogue import (
+    HORIZON_RESIDUALS, INTERVENTION_CONTRASTS, RESOURCE_ACCOUNTING, SENSITIVITY_SWEEP, TABLES, TASK_DEPTH,
+)
 from hrbench.report.context import figure_metadata
 from hrbench.report.html import study_report as write_study_report
 from hrbench.report.summary import write_summary
@@ -15,18 +18,25 @@ def report_asset(conditions: list[str], version: str, with_depth: bool) -> Asset
     """study_report, from every condition's residuals, the aggregates and (declared) task_depth."""
     # A study of the baseline alone has no intervention to contrast: no contrasts asset.
     interventions = len(conditions) > 1
-    report_ins = {f"residuals_{c}": AssetIn(key=AssetKey([c, "horizon_residuals"])) for c in conditions}
-    report_ins["sensitivity_sweep"] = AssetIn()
-    report_ins["resource_accounting"] = AssetIn()
+    report_ins = {f"residuals_{c}": AssetIn(key=AssetKey.from_user_string(HORIZON_RESIDUALS.key(c)))
+                  for c in conditions}
+    report_ins[SENSITIVITY_SWEEP.name] = AssetIn()
+    report_ins[RESOURCE_ACCOUNTING.name] = AssetIn()
     if interventions:
-        report_ins["intervention_contrasts"] = AssetIn()
+        report_ins[INTERVENTION_CONTRASTS.name] = AssetIn()
+    # The other tables the report reads (catalogue: `report_reads`) it takes from the stores, filtered to this
+    # pre-registration (hrbench/report/html.py `study_inputs`); declared here so the asset graph, the UI and
+    # `hrbench lineage` show the report's whole provenance.
+    loaded = {t.name for t in (HORIZON_RESIDUALS, SENSITIVITY_SWEEP, RESOURCE_ACCOUNTING, INTERVENTION_CONTRASTS)}
+    read = [AssetKey.from_user_string(key) for t in TABLES if t.report_reads and t.name not in loaded
+            and (t is not TASK_DEPTH or with_depth) for key in t.keys(conditions)]
 
-    @asset(ins=report_ins, deps=["task_depth"] if with_depth else [], group_name=REPORT, code_version=version,
-           automation_condition=STALE)
+    @asset(ins=report_ins, deps=read, group_name=REPORT, code_version=version, automation_condition=STALE)
     def study_report(study: StudyResource, sensitivity_sweep: pd.DataFrame, resource_accounting: pd.DataFrame,
                      **tables_in: pd.DataFrame) -> MaterializeResult:
         """The HTML report and summary.json: residuals per condition, contrasts, sensitivity, lineage, and
-        (from the stores) dense rewards, task_depth and the transduction verifiers' per-record scores."""
+        (read from the stores: natural trials, stage estimates, observed success, task_depth) dense rewards, depth
+        and the transduction verifiers' per-record scores."""
         run = study.run()
         contrasts = tables_in.pop("intervention_contrasts", pd.DataFrame())
         tables = analysis.current_tables(run.design, pd.concat(tables_in.values(), ignore_index=True),

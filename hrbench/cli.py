@@ -138,6 +138,7 @@ def report(study: Path = typer.Argument(..., help="study YAML file"),
     import pandas as pd
 
     from hrbench.analysis import MissingTrials, current_tables
+    from hrbench.catalogue import HORIZON_RESIDUALS, INTERVENTION_CONTRASTS, RESOURCE_ACCOUNTING, SENSITIVITY_SWEEP
     from hrbench.report.html import write_report
     from hrbench.report.summary import write_summary
     from hrbench.study_run import StudyRun
@@ -147,9 +148,9 @@ def report(study: Path = typer.Argument(..., help="study YAML file"),
         stores = run.stores
         tables = current_tables(
             run.design,
-            pd.concat([stores.read_all(stores.table_name("horizon_residuals", c)) for c in run.study.condition_names]),
-            stores.read_all("intervention_contrasts"), stores.read_all("sensitivity_sweep"),
-            stores.read_all("resource_accounting"))
+            pd.concat([stores.read_all(k) for k in HORIZON_RESIDUALS.keys(run.study.condition_names)]),
+            stores.read_all(INTERVENTION_CONTRASTS.key()), stores.read_all(SENSITIVITY_SWEEP.key()),
+            stores.read_all(RESOURCE_ACCOUNTING.key()))
     except (StudyError, TaskError, MissingTrials, StorageError) as exc:
         raise _fail(exc, hint=f"; run `hrbench run {study} --out {out}` first") from exc
     for path in (write_report(run.design, tables, stores.report_path, stores),

@@ -14,7 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from hrbench.lineage import TRIAL_ASSETS, read_record, stored_sha256
+from hrbench.catalogue import HORIZON_RESIDUALS, TRIAL_TABLES
+from hrbench.lineage import read_record, stored_sha256
 from hrbench.protocol import Study
 from hrbench.study_run import StudyRun
 
@@ -87,7 +88,7 @@ def step_done(run: StudyRun, step: Step, agent: str | None, agent_sha256: str | 
                 return False
             if stored_sha256(store.store, store.key(asset, partition)) != record.sha256:
                 return False
-            if asset.split("/")[-1] in TRIAL_ASSETS and (store.read(asset, partition)["exit_reason"] == "harness_error").any():
+            if asset.split("/")[-1] in TRIAL_TABLES and (store.read(asset, partition)["exit_reason"] == "harness_error").any():
                 return False
     return True
 
@@ -107,7 +108,7 @@ def report_stale(run: StudyRun) -> bool:
         return True
     # When each residual table was written, from its lineage record (the store keeps no file times).
     store = run.stores.store
-    written = [read_record(store, f"{c}/horizon_residuals", (a.id,)) for c in run.study.condition_names
+    written = [read_record(store, HORIZON_RESIDUALS.key(c), (a.id,)) for c in run.study.condition_names
                for a in run.study.agents]
     newest = max((datetime.fromisoformat(r.written_at).timestamp() for r in written if r), default=0.0)
     return newest > summary.stat().st_mtime

@@ -168,13 +168,9 @@ class StudyStores:
 
     # -- tables -----------------------------------------------------------------------------
 
-    @staticmethod
-    def table_name(asset: str, condition: str | None = None) -> str:
-        """A table's name in the store: per-condition assets live under their condition."""
-        return f"{condition}/{asset}" if condition else asset
-
     def read_all(self, asset: str) -> pd.DataFrame:
-        """Every stored partition of a table, concatenated (empty if none is stored)."""
+        """Every stored partition of a table, concatenated (empty if none is stored); `asset` is its key in the
+        table catalogue (hrbench/catalogue.py: `<condition>/<name>` for a condition's own table)."""
         return self.tables.read_all(asset)
 
 
