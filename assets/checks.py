@@ -21,6 +21,7 @@ from hrbench import quality
 from hrbench.catalogue import CHECKPOINT_TRIALS, CONDITION_TABLES
 from hrbench.preregistration import load_registration
 from hrbench.storage import TableStore, store_for
+from hrbench.stores import StudyStores
 from assets.evidence import first_expected_success, latest_materialization, metadata_for_agent, metadata_text
 from assets.partitions import AGENTS
 from resources.study import StudyResource
@@ -159,5 +160,5 @@ def registration_problems(out_dir: Path, asset: str, partition_keys: list[str]) 
 
 
 def _stored_prereg(out_dir: Path) -> str | None:
-    path = Path(out_dir) / "preregistration.json"
+    path = StudyStores(out_dir).preregistration_path
     return json.loads(path.read_text()).get("prereg_sha256") if path.is_file() else None

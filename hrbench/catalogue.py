@@ -43,9 +43,11 @@ class Table(BaseModel):
         return [self.key(c) for c in conditions] if self.per_condition else [self.key()]
 
 
+# The study's step jobs (hrbench/steps.py), in order; the last writes no table but the report's files.
 SETUP, REGISTRATION, CHECKPOINT, EXPECTED, NATURAL, RESIDUALS, REPORT = (
     "study_setup_job", "agent_registration_job", "checkpoint_trials_job", "expected_success_job",
     "natural_trials_job", "horizon_residuals_job", "study_report_job")
+REPORT_ASSET = "study_report"  # report.html and summary.json: files, not a table
 
 TASK_CATALOG = Table(name="task_catalog", per_condition=False, partitioned="none", step=SETUP)
 VERIFIER_AUDIT = Table(name="verifier_audit", per_condition=False, partitioned="none", step=SETUP)

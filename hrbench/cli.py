@@ -24,6 +24,7 @@ from hrbench.locking import OutDirBusy, OutDirLock
 from hrbench.storage import StorageError
 from hrbench.protocol import BUILTIN_REGISTRY, StudyError, load_study
 from hrbench.steps import StudyFailed
+from hrbench.stores import PREREGISTRATION_KEY, StudyStores
 from hrbench.tasks.audit import audit_task
 from hrbench.tasks.loader import load_paths, load_registry, load_task
 from hrbench.tasks.model import TaskError
@@ -57,7 +58,7 @@ def run_into(study: Path, out: Path, run_study: Callable[[Path, Path, Console, b
     except OutDirBusy as exc:
         raise _fail(exc) from exc
     try:
-        check_journal_tree(out / "journal")
+        check_journal_tree(StudyStores(out).journal_root)
     except JournalError as exc:
         lock.release()
         raise _fail(exc) from exc
@@ -67,12 +68,12 @@ def run_into(study: Path, out: Path, run_study: Callable[[Path, Path, Console, b
     try:
         try:
             # progress bars only on a terminal: in a redirected log they are thousands of lines
-            out_dir = run_study(study, out, err, sys.stderr.isatty())
+            stores = StudyStores(run_study(study, out, err, sys.stderr.isatty()))
         except (StudyFailed, StudyError, TaskError, StorageError) as exc:
             raise _fail(exc) from exc
     finally:
         lock.release()
-    summary = json.loads((out_dir / "summary.json").read_text())
+    summary = json.loads(stores.summary_path.read_text())
     # Thirteen columns: never squeeze them into a pipe's default 80 (a narrower terminal wraps instead).
     wide = Console(width=max(console.width, 180))
     wide.print(_residual_table(summary))
@@ -94,8 +95,8 @@ def run_into(study: Path, out: Path, run_study: Callable[[Path, Path, Console, b
             console.print(f"sensitivity {r['agent']}: {r['verdict']}, Γ in [{_fmt(r['gamma_min'])}, "
                           f"{_fmt(r['gamma_max'])}] over {r['n_choices']} choices (driver: {r['driver']})",
                           markup=False)
-    console.print(f"report: {out_dir / 'report.html'}", markup=False)
-    console.print(f"summary: {out_dir / 'summary.json'}", markup=False)
+    console.print(f"report: {stores.report_path}", markup=False)
+    console.print(f"summary: {stores.summary_path}", markup=False)
 
 
 def _fmt(value: object) -> str:
@@ -348,7 +349,7 @@ def lineage(out: Path = typer.Argument(..., help="output directory of a study ru
     from hrbench.lineage import lineage_lines
     from hrbench.storage import store_for
 
-    if not store_for(out).exists("preregistration.json"):
+    if not store_for(out).exists(PREREGISTRATION_KEY):
         raise _fail(f"{out} has no preregistration.json: run a study into it first")
     for line in lineage_lines(out):
         console.print(line, markup=False, highlight=False, soft_wrap=True)

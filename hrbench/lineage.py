@@ -25,6 +25,7 @@ from hrbench.catalogue import (
 from hrbench.preregistration import AgentRegistration, Preregistration
 from hrbench.protocol import sha256_json
 from hrbench.storage import Store, TableStore, store_for
+from hrbench.stores import PREREGISTRATION_KEY, REGISTRATIONS, registration_key
 
 
 
@@ -121,7 +122,7 @@ def verify(out_dir: Path, store: Store | None = None) -> tuple[list[Problem], di
         problems.append(Problem(path=key, problem=text))
 
     try:
-        prereg_text = store.get("preregistration.json")
+        prereg_text = store.get(PREREGISTRATION_KEY)
     except FileNotFoundError:
         return [Problem(path="preregistration.json", problem="missing: not an hrbench output directory, or the "
                         "study never got past its pre-registration")], dict(checked)
@@ -135,7 +136,7 @@ def verify(out_dir: Path, store: Store | None = None) -> tuple[list[Problem], di
                                     "edited after it was frozen")
 
     registrations: dict[str, AgentRegistration] = {}
-    for key in (k for k in store.list("registrations") if k.count("/") == 1 and k.endswith(".json")):
+    for key in (k for k in store.list(REGISTRATIONS) if k.count("/") == 1 and k.endswith(".json")):
         checked["agent registrations"] += 1
         stem = key.split("/")[-1].removesuffix(".json")
         try:
@@ -237,7 +238,7 @@ def _verify_against_journal(store: Store, table: str, frame: pd.DataFrame, bad) 
 def lineage_lines(out_dir: Path, store: Store | None = None) -> list[str]:
     """For each residual row: the chain back to its trials, agent registration, tasks, code and protocol."""
     store = store or store_for(out_dir)
-    prereg = Preregistration.model_validate_json(store.get("preregistration.json"))
+    prereg = Preregistration.model_validate_json(store.get(PREREGISTRATION_KEY))
     lines = [
         f"pre-registration {prereg.prereg_sha256}  frozen {prereg.frozen_at}  (preregistration.json)",
         f"  code {prereg.code.label}  commit {prereg.code.git_commit or '—'}  dirty {prereg.code.dirty}  "
@@ -252,7 +253,7 @@ def lineage_lines(out_dir: Path, store: Store | None = None) -> list[str]:
         residuals = pd.read_parquet(io.BytesIO(store.get(table)))
         record = read_record(store, HORIZON_RESIDUALS.key(condition), (agent,))
         try:
-            reg = AgentRegistration.model_validate_json(store.get(f"registrations/{agent}.json"))
+            reg = AgentRegistration.model_validate_json(store.get(registration_key(agent)))
         except FileNotFoundError:
             reg = None
         lines.append("")

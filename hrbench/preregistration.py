@@ -24,6 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from hrbench.protocol import Study, StudyError, sha256_json
+from hrbench.stores import registration_key
 from hrbench.tasks.model import Task
 
 # The code whose behaviour decides a number: the core and the Dagster layer that calls it.
@@ -144,7 +145,7 @@ def register_agent(prereg: Preregistration, spec: BaseModel) -> AgentRegistratio
 
 
 def registration_path(out_dir: Path, agent: str) -> Path:
-    return Path(out_dir) / "registrations" / f"{agent}.json"
+    return Path(out_dir) / registration_key(agent)
 
 
 def store_registration(out_dir: Path, registration: AgentRegistration) -> Path:

@@ -14,9 +14,13 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from hrbench.catalogue import HORIZON_RESIDUALS, TRIAL_TABLES
+from hrbench.catalogue import (
+    CHECKPOINT, EXPECTED, HORIZON_RESIDUALS, INTERVENTION_CONTRASTS, NATURAL, PREFIX_ROLLOUTS, REGISTRATION, REPORT,
+    REPORT_ASSET, RESIDUALS, SETUP, TABLES, TASK_DEPTH, TRIAL_TABLES,
+)
 from hrbench.lineage import read_record, stored_sha256
 from hrbench.protocol import Study
+from hrbench.stores import SUMMARY_KEY
 from hrbench.study_run import StudyRun
 
 
@@ -34,31 +38,27 @@ class Step(BaseModel):
 
 
 def study_steps(conditions: list[str], prefix_rollouts: bool = False, depth: bool = False) -> list[Step]:
-    """The steps of a study with these conditions: each condition's branch runs in the step of its kind
-    (a condition's asset is `<condition>/<name>`); matched and solution-conditioned checkpoints need their
-    prefix rollouts first;
-    a study that declares `depth:` measures it in the setup step (`task_depth`)."""
+    """The steps of a study with these conditions, each with the catalogue's tables its job writes: a condition's
+    own tables (`<condition>/<name>`) first, condition by condition, then the shared ones. Matched and
+    solution-conditioned checkpoints need their prefix rollouts first; a study that declares `depth:` measures
+    it in the setup step (`task_depth`); a study of the baseline alone has no contrasts."""
+    left_out = {t.name for t, wanted in ((PREFIX_ROLLOUTS, prefix_rollouts), (TASK_DEPTH, depth),
+                                         (INTERVENTION_CONTRASTS, len(conditions) > 1)) if not wanted}
 
-    def per_condition(*names: str) -> list[str]:
-        return [f"{c}/{n}" for c in conditions for n in names]
+    def step(job: str, label: str) -> Step:
+        tables = [t for t in TABLES if t.step == job and t.name not in left_out]
+        assets = [t.key(c) for c in conditions for t in tables if t.per_condition]
+        return Step(job=job, assets=assets + [t.key() for t in tables if not t.per_condition],
+                    partitioned=tables[0].partitioned, label=label)
 
-    contrasts = ["intervention_contrasts"] if len(conditions) > 1 else []
     return [
-        Step(job="study_setup_job", assets=["task_catalog", "verifier_audit", "preregistration",
-                                            *(["task_depth"] if depth else [])], partitioned="none",
-             label="catalog, audit" + (", pre-registration and depth" if depth else " and pre-registration")),
-        Step(job="agent_registration_job", assets=["agent_registration"], partitioned="agent", label="registration"),
-        Step(job="checkpoint_trials_job", assets=[*(["prefix_rollouts"] if prefix_rollouts else []),
-                                                  "checkpoint_trials"], partitioned="agent_task",
-             label="checkpoint trials"),
-        Step(job="expected_success_job", assets=per_condition("stage_estimates", "expected_success"),
-             partitioned="agent", label="expected success"),
-        Step(job="natural_trials_job", assets=per_condition("natural_trials"), partitioned="agent_task",
-             label="natural trials"),
-        Step(job="horizon_residuals_job", assets=[*per_condition("observed_success", "horizon_residuals"), *contrasts,
-                                                  "sensitivity_sweep", "resource_accounting"],
-             partitioned="agent", label="residuals, contrasts and sensitivity"),
-        Step(job="study_report_job", assets=["study_report"], partitioned="none", label="report"),
+        step(SETUP, "catalog, audit" + (", pre-registration and depth" if depth else " and pre-registration")),
+        step(REGISTRATION, "registration"),
+        step(CHECKPOINT, "checkpoint trials"),
+        step(EXPECTED, "expected success"),
+        step(NATURAL, "natural trials"),
+        step(RESIDUALS, "residuals, contrasts and sensitivity"),
+        Step(job=REPORT, assets=[REPORT_ASSET], partitioned="none", label="report"),
     ]
 
 
@@ -79,7 +79,7 @@ def step_done(run: StudyRun, step: Step, agent: str | None, agent_sha256: str | 
                   "agent_task": [(agent, t.name) for t in run.design.tasks]}[step.partitioned]
     store = run.stores.tables
     for asset in step.assets:
-        if asset == "study_report":
+        if asset == REPORT_ASSET:
             return not report_stale(run)
         for partition in partitions:
             record = read_record(store.store, asset, partition)
@@ -100,7 +100,7 @@ def next_step(run: StudyRun, agent: str, agent_sha256: str) -> Step | None:
 
 def report_stale(run: StudyRun) -> bool:
     """summary.json is missing, lacks a declared agent, or is older than a residual table."""
-    summary = run.stores.fetch("summary.json")
+    summary = run.stores.fetch(SUMMARY_KEY)
     if summary is None:
         return True
     agents = {r["agent"] for r in json.loads(summary.read_text()).get("residuals", [])}

@@ -18,6 +18,7 @@ from rich.console import Console
 
 from hrbench.cli import _fail, app, run_into
 from hrbench.protocol import DEMO_STUDY
+from hrbench.stores import StudyStores
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,7 +58,7 @@ def ui(out: Path = typer.Option(Path("out"), help="output directory of the study
                     "it, or pass another --out for this study")
     if not study.is_file():
         raise _fail(f"study file {study} (recorded in {out / 'study_source.json'}) does not exist")
-    home = Path(os.environ.get("DAGSTER_HOME") or (out / ".dagster")).resolve()
+    home = Path(os.environ.get("DAGSTER_HOME") or StudyStores(out).dagster_home).resolve()
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").exists():
         (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")  # no telemetry banner

@@ -135,7 +135,7 @@ def _failure(out: Path, label: str, run_id: str, failed_checks: list, events: li
             # the executor itself failed (e.g. a step container that would not start): no step error says why
             causes.append(_one_line(event.event_specific_data.error.message))
             details.append(event.event_specific_data.error.to_string())
-    log = out / "logs" / f"run-{run_id}.log"
+    log = StudyStores(out).logs_dir / f"run-{run_id}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(f"{label} failed (run {run_id})\n\n" + "\n\n".join(details) + "\n")
     first = causes[0] if causes else "the run failed without a step error"
