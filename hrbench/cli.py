@@ -357,8 +357,9 @@ def lineage(out: Path = typer.Argument(..., help="output directory of a study ru
 
 @app.command()
 def verify(out: Path = typer.Argument(..., help="output directory of a study run")) -> None:
-    """Re-hash the pre-registration, agent registrations and every table (against its lineage record and the
-    trial journal). Exit 1 naming each file that no longer matches."""
+    """Re-hash the pre-registration, agent registrations, every table (against its lineage record and the
+    trial journal) and every cached environment state (against its seal). Exit 1 naming each file that no longer
+    matches."""
     from hrbench.lineage import verify as verify_out
 
     problems, checked = verify_out(out)

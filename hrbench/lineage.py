@@ -1,5 +1,6 @@
 """Lineage an auditor can check: a record beside every stored table, the chain behind each residual,
-and `verify`, which re-hashes an output directory and names every file that no longer matches.
+and `verify`, which re-hashes an output directory and names every file that no longer matches (the
+cached environment states included: hrbench/envs/states.py).
 
 Layout under OUT: `preregistration.json` (the protocol), `registrations/<agent>.json` (one per
 agent), `tables/[<condition>/]<asset>[/<key>...].parquet`, and beside each table
@@ -22,6 +23,9 @@ from pydantic import BaseModel
 from hrbench.catalogue import (
     CHECKPOINT_TRIALS, CONDITION_TABLES, EXPECTED_SUCCESS, HORIZON_RESIDUALS, NATURAL_TRIALS, TABLES, TRIAL_TABLES,
 )
+from hrbench.envs.states import cached_states
+from hrbench.envs.states import check as check_state
+from hrbench.envs.states import record_path
 from hrbench.preregistration import AgentRegistration, Preregistration
 from hrbench.protocol import sha256_json
 from hrbench.storage import Store, TableStore, store_for
@@ -121,15 +125,24 @@ def verify(out_dir: Path, store: Store | None = None) -> tuple[list[Problem], di
     def bad(key: str, text: str) -> None:
         problems.append(Problem(path=key, problem=text))
 
+    # the environment backend's cached states (always in the local output directory), whatever else is there
+    for state in cached_states(Path(out_dir) / "cache"):
+        checked["cached environment states"] += 1
+        problem = check_state(state)
+        if problem is not None:
+            bad(str(state.relative_to(out_dir)), f"{problem}: changed after it was built (a checkpoint state is "
+                                                 "rebuilt by the next trial that needs it)")
     try:
         prereg_text = store.get(PREREGISTRATION_KEY)
     except FileNotFoundError:
-        return [Problem(path="preregistration.json", problem="missing: not an hrbench output directory, or the "
-                        "study never got past its pre-registration")], dict(checked)
+        bad("preregistration.json", "missing: not an hrbench output directory, or the study never got past its "
+                                    "pre-registration")
+        return problems, dict(checked)
     try:
         prereg = Preregistration.model_validate_json(prereg_text)
     except ValueError as exc:
-        return [Problem(path="preregistration.json", problem=f"unreadable: {str(exc).splitlines()[0]}")], dict(checked)
+        bad("preregistration.json", f"unreadable: {str(exc).splitlines()[0]}")
+        return problems, dict(checked)
     checked["pre-registration"] += 1
     if sha256_json(prereg.body()) != prereg.prereg_sha256:
         bad("preregistration.json", f"content does not hash to its prereg_sha256 {prereg.prereg_sha256[:12]}: "
@@ -246,6 +259,11 @@ def lineage_lines(out_dir: Path, store: Store | None = None) -> list[str]:
         f"  sandbox {prereg.sandbox.get('bwrap')}  budget {json.dumps(prereg.sandbox.get('budget'), sort_keys=True)}",
         "  tasks " + ", ".join(f"{t.name}={t.content_sha256[:12]}" for t in prereg.tasks),
     ]
+    cache = Path(out_dir) / "cache"
+    sealed = [f"{state.relative_to(cache)}={record_path(state).read_text().strip()[:12]}"
+              for state in cached_states(cache) if record_path(state).is_file()]
+    if sealed:
+        lines.append("  cached states (sealed when built, checked at every reuse) " + ", ".join(sealed))
     residual_tables = [k for k in store.list("tables") if k.count("/") == 3 and k.split("/")[2] == HORIZON_RESIDUALS.name
                        and k.endswith(".parquet")]
     for table in residual_tables:
