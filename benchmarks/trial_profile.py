@@ -4,9 +4,10 @@ Runs N checkpoint trials of the oracle agent at 2 workers (benchmarks/sandbox_ov
 one-stage task, or `--task NAME` for a built-in task's first stage) and measures them two ways:
 
   * totals: the script moves itself into a fresh cgroup-v1 `cpuacct` group before any thread starts.
-    Every process it starts inherits that group (the sandbox launcher joins per-trial `pids` and
-    `memory` groups, never `cpuacct`), so the group's user and system time is the machine time of the
-    trials' whole process tree, kernel included, and none of the other users' load. What runs in
+    Every process it starts inherits that group (the sandbox launcher joins per-trial `pids`,
+    `memory` and `cpu` groups, never `cpuacct`, which these machines mount apart from `cpu`), so
+    the group's user and system time is the machine time of the trials' whole process tree, kernel
+    included, and none of the other users' load. What runs in
     kernel threads on the trials' behalf (network-namespace teardown in `cleanup_net` workers) is
     outside every process tree: it is counted from perf samples of kworkers, system-wide.
   * breakdown: `perf record -a -g` (system-wide, call graphs) during the trials; each sample of the
@@ -59,6 +60,10 @@ CATEGORIES = [
 def own_cpuacct_group() -> Path | None:
     """A fresh cpuacct group holding this process (before it starts a thread), or None without one."""
     if not CPUACCT.is_dir() or os.geteuid() != 0:
+        return None
+    if (CPUACCT.parent / "cpu").resolve() == CPUACCT.resolve():
+        # cpu and cpuacct mounted together: each trial's cpu group would take its processes out of ours
+        print("cpuacct is mounted with cpu (trials leave the group): no totals, perf only", file=sys.stderr)
         return None
     group = CPUACCT / f"hrbench-profile-{os.getpid()}"
     group.mkdir()
@@ -176,6 +181,15 @@ def main() -> None:
     parser.add_argument("--frequency", type=int, default=999, help="perf samples per second per core")
     args = parser.parse_args()
     group = own_cpuacct_group()  # before any thread
+    try:
+        profile(args, group)
+    finally:
+        if group:
+            release_cpuacct_group(group)
+
+
+def profile(args: argparse.Namespace, group: Path | None) -> None:
+    """Run the trials, print the totals and the breakdown."""
     with tempfile.TemporaryDirectory() as tmp:
         name, one = trial_runner(args.task, Path(tmp))
         for i in range(4):
@@ -232,8 +246,6 @@ def main() -> None:
         print("\n| program | ms per stage-trial |\n|---|---:|")
         for comm, count in comms.most_common(8):
             print(f"| {comm} | {per_sample_ms * count / n:.1f} |")
-    if group:
-        release_cpuacct_group(group)
 
 
 if __name__ == "__main__":
