@@ -171,7 +171,7 @@ def classify(frames: list[str], comm: str, harness_pid: int, pid: int) -> str:
     for name, pattern in CATEGORIES:
         if any(re.search(pattern, f) for f in frames):
             return name
-    return "user space: harness (Python)" if pid == harness_pid else f"user space: sandboxed programs"
+    return "user space: harness (Python)" if pid == harness_pid else "user space: sandboxed programs"
 
 
 def main() -> None:

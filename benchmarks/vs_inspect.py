@@ -23,7 +23,6 @@ measurement, kernel included, other users' load excluded: the steadier figure on
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess

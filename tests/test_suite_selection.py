@@ -10,13 +10,11 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
 PROBE = '''
 import subprocess, sys
-import pytest
 from hrbench.storage import store_for
 
 OPEN_IN_A_SUBPROCESS = "from hrbench.storage import store_for; store_for('/tmp/hrbench-probe-out')"
