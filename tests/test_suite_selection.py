@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 PROBE = '''
 import subprocess, sys
+import pytest
 from hrbench.storage import store_for
 
 OPEN_IN_A_SUBPROCESS = "from hrbench.storage import store_for; store_for('/tmp/hrbench-probe-out')"
