@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import yaml
@@ -64,6 +65,10 @@ def write_tasks(registry: Path, n: int) -> None:
 def journal_everything(run: StudyRun) -> int:
     """Every checkpoint and natural trial of the study, as finished trials in their journals."""
     n = 0
+    # the evidence-order check wants natural rollouts to start after P_expected is fixed (a later step here)
+    now = datetime.now(timezone.utc)
+    started = {"checkpoint": now.isoformat(timespec="milliseconds"),
+               "natural": (now + timedelta(days=1)).isoformat(timespec="milliseconds")}
     for task in run.design.tasks:
         for kind, specs, condition in (("checkpoint", run.runner.checkpoint_specs(AGENT, task.name), None),
                                        ("natural", run.runner.natural_specs(AGENT, task.name, "baseline"), "baseline")):
@@ -73,7 +78,7 @@ def journal_everything(run: StudyRun) -> int:
                 journal.append(TrialRecord(
                     **spec.model_dump(), trial_key=spec.key, passed=passed, stages_passed=int(passed),
                     stopped_stage=None if passed else "only", turns=2, wall_s=0.1, agent_s=0.05, verifier_s=0.05,
-                    exit_reason="passed" if passed else "failed", stage_outcomes_json="[]"))
+                    exit_reason="passed" if passed else "failed", stage_outcomes_json="[]", started_at=started[kind]))
                 n += 1
     return n
 

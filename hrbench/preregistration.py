@@ -113,7 +113,7 @@ def freeze(study: Study, tasks: list[Task]) -> Preregistration:
             for t in tasks
         ],
         "code": code_version().model_dump(),
-        "check_library_sha256": _file_sha256(CHECK_LIBRARY),
+        "check_library_sha256": file_sha256(CHECK_LIBRARY),
         "sandbox": sandbox_limits(study),
     }
     return Preregistration(**body, prereg_sha256=sha256_json(body))
@@ -124,11 +124,11 @@ def sandbox_limits(study: Study) -> dict:
 
     Limits fixed in hrbench's code (process caps, mount sizes) are covered by `code.source_sha256`.
     """
-    return {"backend": "local", "bwrap": _bwrap_version(), "budget": study.checkpoint.budget.model_dump(mode="json")}
+    return {"backend": "local", "bwrap": bwrap_version(), "budget": study.checkpoint.budget.model_dump(mode="json")}
 
 
 @functools.cache
-def _bwrap_version() -> str | None:
+def bwrap_version() -> str | None:
     bwrap = shutil.which("bwrap")
     return subprocess.run([bwrap, "--version"], capture_output=True, text=True).stdout.strip() if bwrap else None
 
@@ -228,11 +228,11 @@ def _program_files(spec: BaseModel) -> list[ProgramFile]:
         if not candidate.is_file() and i == 0 and shutil.which(arg):
             candidate = Path(shutil.which(arg))  # type: ignore[arg-type]
         if candidate.is_file():
-            files.append(ProgramFile(path=arg, sha256=_file_sha256(candidate.resolve())))
+            files.append(ProgramFile(path=arg, sha256=file_sha256(candidate.resolve())))
     return files
 
 
-def _file_sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 

@@ -21,7 +21,8 @@ from hrbench.harness.trajectory import load_matched_prefix
 from hrbench.harness.trials import natural_protocol, run_checkpoint_trial, run_natural_trial
 from hrbench.protocol import CONDITIONS
 from hrbench.stores import StudyStores
-from hrbench.tasks.audit import StageAudit, audit_task
+from hrbench.tasks.audit import StageAudit
+from hrbench.tasks.audit_cache import cached_audit
 from hrbench.tasks.model import Stage
 
 
@@ -123,9 +124,10 @@ class TrialRunner:
                           study.concurrency, f"prefix rollouts {agent} {task}", self.progress, self.slots)
 
     def audit(self) -> list[StageAudit]:
-        """Verifier audit of every task, tasks in parallel (each builds its own snapshots)."""
+        """Verifier audit of every task, tasks in parallel (each builds its own snapshots); a task whose
+        audit passed before with the same contents, check library, sandbox and code is not audited again."""
         with ThreadPoolExecutor(max_workers=self.design.study.concurrency) as pool:
-            per_task = list(pool.map(lambda t: audit_task(t, self.backend), self.design.tasks))
+            per_task = list(pool.map(lambda t: cached_audit(t, self.backend), self.design.tasks))
         return [row for rows in per_task for row in rows]
 
     def run_checkpoint_trials(self, agent: str, task: str) -> list[TrialRecord]:

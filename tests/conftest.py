@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,6 +22,107 @@ def tiny_task_copy(tmp_path: Path) -> Path:
     target = tmp_path / "tiny-chain"
     shutil.copytree(TINY_TASK, target)
     return target
+
+
+# -- which tests the S3 pass runs --------------------------------------------------------------
+# scripts/test.sh runs the default suite twice: on local disk, then with every store on moto's S3
+# (HRBENCH_STORE=s3). The S3 pass skips tests marked `no_store` (sandbox, verifier, statistics tests
+# that never open a store): they would run the same code twice. THE RULE for a new test: leave it
+# unmarked (it runs in both passes) unless it never opens a store, directly or through a fixture or a
+# subprocess; only then may it carry `no_store`. The local pass enforces the rule: every opening of a
+# store (`StoreConfig.from_env` / `.open`, in this process and in Python subprocesses, through
+# tests/store_trace/sitecustomize.py on PYTHONPATH) is recorded under the running test's id, and a
+# `no_store` test that opened one fails at teardown. A subprocess whose test replaces PYTHONPATH is not
+# traced, so mark such a test `no_store` only when what it starts cannot reach a store.
+#
+# Modules whose default tests never open a store (measured with the trace over the whole default suite,
+# then read where a subprocess replaces PYTHONPATH): their tests get `no_store` here, so that the files
+# themselves need no edit. A module added here stays guarded; a test moved out of these runs in both
+# passes (the safe direction). Slow tests keep their own marks: the S3 pass never runs them.
+NO_STORE_MODULES = frozenset({
+    "agents/test_agents_cli.py", "agents/test_command_agent.py", "agents/test_llm_agent.py",
+    "deploy/test_code_version.py", "harbor/test_harbor_study.py", "harbor/test_harbor_tasks.py",
+    "harness/test_fuzz.py", "harness/test_journal.py", "quality/test_suites.py", "report/test_report.py",
+    "security/test_attacks.py", "security/test_cgroups.py", "security/test_command_agent_sandbox.py",
+    "security/test_launcher.py", "security/test_verifier_integrity.py",
+    "stats/test_aggregation.py", "stats/test_baselines.py", "stats/test_bootstrap.py",
+    "stats/test_calibrated_aggregate.py", "stats/test_closed_form_rules.py", "stats/test_estimate.py",
+    "stats/test_honest_intervals.py", "stats/test_horizon_planning.py", "stats/test_intervals.py",
+    "stats/test_population_truth.py", "stats/test_quadrant.py", "stats/test_residual_outputs.py",
+    "structure/test_dense.py", "structure/test_depth.py", "structure/test_depth_cli.py",
+    "structure/test_depth_harness.py", "structure/test_packages.py", "structure/test_rank.py",
+    "structure/test_sim_batching.py", "structure/test_tables.py", "structure/test_transducer_agent.py",
+    "structure/test_transduction.py",
+    "test_audit.py", "test_bad_input.py", "test_check_library.py", "test_core_boundary.py", "test_import_cycles.py",
+    "test_plan_cli.py", "test_sandbox.py", "test_sim_agent.py", "test_static_names.py", "test_study_file.py",
+    "test_tamper.py", "test_task_loader.py", "test_transduction_records.py",
+})
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.path.relative_to(TESTS).as_posix() if item.path.is_relative_to(TESTS) else ""
+        if module in NO_STORE_MODULES and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.no_store)
+
+
+def _store_trace_path(scratch: Path) -> Path | None:
+    """The trace file of this (local) pass, tracing switched on; None in the S3 pass."""
+    if os.environ.get("HRBENCH_STORE", "local") == "s3":
+        return None
+    from hrbench.storage.config import StoreConfig
+    from tests.store_trace.sitecustomize import TRACE_ENV, trace
+
+    # a trace file given from outside is kept (a survey of which tests use stores)
+    os.environ.setdefault(TRACE_ENV, str(scratch / "store-trace"))
+    site_dir = str(Path(__file__).resolve().parent / "store_trace")
+    if site_dir not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (site_dir, os.environ.get("PYTHONPATH")) if p)
+    trace(StoreConfig)
+    return Path(os.environ[TRACE_ENV])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from hrbench.content_cache import CACHE_ENV
+
+    scratch = Path(tempfile.mkdtemp(prefix="hrbench-suite-"))
+    config._hrbench_scratch = scratch  # type: ignore[attr-defined]
+    # results cached across runs (hrbench.content_cache) start empty in every session: a test never
+    # passes on an entry a developer's earlier run left behind
+    os.environ[CACHE_ENV] = str(scratch / "cache")
+    config._store_trace = _store_trace_path(scratch)  # type: ignore[attr-defined]
+    config._store_users = set()  # type: ignore[attr-defined]
+    config._store_trace_offset = 0  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(getattr(config, "_hrbench_scratch", ""), ignore_errors=True)
+
+
+def store_users(config: pytest.Config) -> set[str]:
+    """Node ids of the tests that opened a store so far in this pass (reads the trace incrementally)."""
+    path: Path | None = config._store_trace  # type: ignore[attr-defined]
+    if path is not None and path.exists():
+        with path.open("rb") as f:
+            f.seek(config._store_trace_offset)  # type: ignore[attr-defined]
+            new = f.read()
+        complete = new[: new.rfind(b"\n") + 1]  # a line still being written waits for the next read
+        config._store_trace_offset += len(complete)  # type: ignore[attr-defined]
+        config._store_users.update(complete.decode().split())  # type: ignore[attr-defined]
+    return config._store_users  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if call.when != "teardown" or item.get_closest_marker("no_store") is None:
+        return
+    if item.nodeid in store_users(item.config) and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} is marked `no_store` but opened a store, so the S3 pass would "
+                           "skip a storage test: remove the mark (tests/conftest.py states the rule)")
 
 
 # -- the store the suite runs against -----------------------------------------------------------

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pandas as pd
 
 from hrbench.agents.factory import make_agent
+from hrbench.content_cache import ContentCache, cache_key
 from hrbench.design import StudyDesign
 from hrbench.envs.registry import Backend
 from hrbench.protocol import Budget, StudyError
@@ -22,10 +23,12 @@ from hrbench.stores import StudyStores
 from hrbench.structure.depth import CAPS, DepthEstimate, estimate_depth, harness_runner
 from hrbench.structure.settings import DepthSettings
 from hrbench.structure.tables import structure_row
+from hrbench.tasks.audit_cache import backend_identity
 from hrbench.tasks.model import Task
 
 DEPTH_COLUMNS = ["task", "family", "depth", "depth_status", "n_turns", "work_lines", "work_chars", "work_tokens",
                  "n_stages", "dependency_depth", "models", "n_runs", "runs_json"]
+DEPTH_CACHE = "depth"
 
 
 def depth_tasks(design: StudyDesign, settings: DepthSettings) -> list[Task]:
@@ -49,7 +52,9 @@ def measure_study_depth(design: StudyDesign, backend: Backend, stores: StudyStor
     """One row per declared task: D (status, N), W (lines, characters, tokens), H_dep and the runs made.
 
     The table is stamped with the study's pre-registration hash (its first column). A study without a
-    `depth:` section has nothing to measure: StudyError.
+    `depth:` section has nothing to measure: StudyError. A task measured before under the same
+    pre-registration, agents and sandbox is not measured again (`hrbench.content_cache`): its row comes
+    from the cache, and its runs' trajectories stay in the output directory of the run that made them.
     """
     study = design.study
     if study.depth is None:
@@ -60,10 +65,21 @@ def measure_study_depth(design: StudyDesign, backend: Backend, stores: StudyStor
                     memory_mb=study.checkpoint.budget.memory_mb)
     label = ("depth" + design.prereg_sha256)[:16]  # trial keys of depth runs never collide with the study's
 
+    cache = ContentCache(DEPTH_CACHE)
+
     def one(task: Task) -> dict:
+        # the pre-registration covers the task's files, the study's settings and the code; the agents
+        # register separately, so their specs join the key
+        key = cache_key({"prereg": design.prereg_sha256, "task": task.content_hash(), "sandbox": backend_identity(backend),
+                         "agents": [study.agent(i).model_dump(mode="json") for i in ids]})
+        stored = cache.get(key)
+        if isinstance(stored, dict):
+            return stored
         models = [(i, harness_runner(task, make_agent(study.agent(i)), backend, seed=study.seed, base_budget=budget,
                                      label=label, trajectory_dir=stores.trajectory_dir, model=i)) for i in ids]
-        return _row(task, estimate_depth(models, CAPS))
+        row = _row(task, estimate_depth(models, CAPS))
+        cache.put(key, row)
+        return row
 
     tasks = depth_tasks(design, settings)
     with ThreadPoolExecutor(max_workers=max(1, min(study.concurrency, len(tasks)))) as pool:
