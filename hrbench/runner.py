@@ -120,7 +120,7 @@ class TrialRunner:
                                      save_states=save)
 
         return run_trials(self.prefix_specs(agent, task), execute, self._journal("prefix", agent, task),
-                          study.concurrency, f"prefix rollouts {agent} {task}", self.progress, self.slots)
+                          study.concurrency, f"prefix rollouts {agent} {task}", self.progress, self.slots, study.retries)
 
     def audit(self) -> list[StageAudit]:
         """Verifier audit of every task, tasks in parallel (each builds its own snapshots)."""
@@ -141,7 +141,7 @@ class TrialRunner:
                                         solution_state=lambda stage: self.solution_state(spec, stage))
 
         return run_trials(self.checkpoint_specs(agent, task), execute, self._journal("checkpoint", agent, task),
-                          study.concurrency, f"checkpoint {agent} {task}", self.progress, self.slots)
+                          study.concurrency, f"checkpoint {agent} {task}", self.progress, self.slots, study.retries)
 
     def run_natural_trials(self, agent: str, task: str, condition: str | None = None) -> list[TrialRecord]:
         """The natural rollouts of one condition (every condition when None), each condition its own journal."""
@@ -156,7 +156,7 @@ class TrialRunner:
         for c in [condition] if condition else study.condition_names:
             records += run_trials(self.natural_specs(agent, task, c), execute,
                                   self._journal("natural", agent, task, c), study.concurrency,
-                                  f"natural {c} {agent} {task}", self.progress, self.slots)
+                                  f"natural {c} {agent} {task}", self.progress, self.slots, study.retries)
         return records
 
     def _journal(self, kind: str, agent: str, task: str, condition: str | None = None):
