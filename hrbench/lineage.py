@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 from pydantic import BaseModel
 
+from hrbench.exits import NO_RESULT_REASONS
 from hrbench.preregistration import AgentRegistration, Preregistration
 from hrbench.protocol import sha256_json
 from hrbench.storage import Store, TableStore, store_for
@@ -218,7 +219,7 @@ def _verify_against_journal(store: Store, table: str, frame: pd.DataFrame, bad) 
     for row in frame.to_dict("records"):
         logged = journal.get(row["trial_key"])
         if logged is None:
-            if row.get("exit_reason") != "harness_error":  # infrastructure failures are not journaled
+            if row.get("exit_reason") not in NO_RESULT_REASONS:  # trials without a result are not journaled
                 bad(table, f"trial {row['trial_key']} is not in the journal")
                 return compared
             continue

@@ -280,7 +280,7 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
         run = study.run()
         tables, regs, everything = trial_tables(context, run, lambda p: run.runner.run_prefix_rollouts(*p))
         return _output(tables, _version(tables), metadata=_meta(
-            run, tables, regs, harness_errors=analysis.harness_errors(everything)))
+            run, tables, regs, missing_trials=analysis.missing_trials(everything)))
 
     @asset(partitions_def=agent_task, group_name=TRIALS, code_version=version, backfill_policy=SINGLE_RUN,
            automation_condition=STALE,
@@ -293,7 +293,7 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
         tables, regs, everything = trial_tables(context, run, lambda p: run.runner.run_checkpoint_trials(*p))
         return _output(tables, _version(tables), metadata=_meta(
             run, tables, regs, passed=int(everything["passed"].sum()),
-            harness_errors=analysis.harness_errors(everything), protocols=len(run.runner.protocol_labels())))
+            missing_trials=analysis.missing_trials(everything), protocols=len(run.runner.protocol_labels())))
 
     branches = [a for condition in conditions for a in _condition_branch(condition, agent_task, version)]
     natural_ins = {f"natural_{c}": AssetIn(key=AssetKey([c, "natural_trials"]), partition_mapping=BY_AGENT)
@@ -445,7 +445,7 @@ def _condition_branch(condition: str, agent_task: MultiPartitionsDefinition, ver
                   for a, e in expected.items() if e is not None}
         return _output(tables, _version(tables), metadata=_meta(
             run, tables, regs, passed=int(everything["passed"].sum()) if len(everything) else 0,
-            harness_errors=analysis.harness_errors(everything), **stamps, **extra))
+            missing_trials=analysis.missing_trials(everything), **stamps, **extra))
 
     @asset(name="observed_success", group_name=ESTIMATES, ins={
         "checkpoint_trials": AssetIn(partition_mapping=BY_AGENT),
