@@ -1,6 +1,6 @@
 """Protects "a study finishes" (issue 21) under load and faults: a sim study on built-in tasks (~200
 stage-trials) runs while CPU hogs and a bounded fork bomb in unrelated processes keep the load above the
-core count and a fault injector SIGKILLs verifier processes of the run (a bounded number, then it stops).
+core count (at nice 10, see `_nicer`) and a fault injector SIGKILLs verifier processes of the run (a bounded number, then it stops).
 It must finish in ONE `hrbench run`, with every trial outcome and every number of summary.json equal to
 a quiet run of the same study, the killed verifiers retried inside the run (study `retries`).
 
@@ -50,6 +50,13 @@ while time.monotonic() < end:
         pass
     time.sleep(0.08)
 """
+
+
+def _nicer() -> None:
+    """The load runs at nice 10: it keeps the load average far above the core count, but does not starve the
+    verifiers' own per-check time limits (120 s), which would score a stage as failed: a verifier starved
+    into failing is a separate case (an agent-caused one is the agent's failure, docs/security.md)."""
+    os.nice(10)
 
 
 def _hrbench_run(study: Path, out: Path) -> subprocess.Popen:
@@ -125,9 +132,8 @@ def test_a_study_finishes_in_one_run_under_load_and_faults_with_the_quiet_runs_e
 
     cores = os.cpu_count() or 1
     spin = 900.0  # the hogs and the bomb end by themselves; the test ends them sooner
-    load = [subprocess.Popen([sys.executable, "-c", HOG, str(spin)], start_new_session=True)
-            for _ in range(2 * cores)]
-    load.append(subprocess.Popen([sys.executable, "-c", BOMB, str(spin)], start_new_session=True))
+    load = [subprocess.Popen([sys.executable, "-c", program, str(spin)], start_new_session=True, preexec_fn=_nicer)
+            for program in [HOG] * (2 * cores) + [BOMB]]
     loads: list[float] = []
     try:
         loaded = _hrbench_run(study, tmp_path / "loaded")
@@ -150,8 +156,11 @@ def test_a_study_finishes_in_one_run_under_load_and_faults_with_the_quiet_runs_e
 
     a, b = _trials(tmp_path / "quiet"), _trials(tmp_path / "loaded")
     assert list(a.index) == list(b.index)
-    for column in ("passed", "stages_passed", "exit_reason"):
-        assert a[column].tolist() == b[column].tolist(), column
+    differ = a.index[(a[["passed", "stages_passed", "exit_reason"]] != b[["passed", "stages_passed", "exit_reason"]])
+                     .any(axis=1)]
+    assert not len(differ), [(k.split("/", 1)[1], a.loc[k, "exit_reason"], b.loc[k, "exit_reason"],
+                              b.loc[k, "attempts"], b.loc[k, "exit_detail"], str(b.loc[k, "error"])[:300])
+                             for k in differ]
     retried = int((b["attempts"] - 1).sum())
     summary = [json.loads((tmp_path / out / "summary.json").read_text()) for out in ("quiet", "loaded")]
     assert summary[0]["residuals"] == summary[1]["residuals"]
