@@ -6,7 +6,6 @@ check fails naming the cells, the last error and that re-running the same comman
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd

@@ -27,6 +27,7 @@ from hrbench.tasks.loader import load_task
 from tests.agents.helpers import SOLVE, spec
 from tests.agents.scripted_server import ScriptedServer, reply
 from tests.conftest import FIXTURES, stored_keys, stored_table
+from tests.faults import FaultInjector
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = {"1": "make", "2": "double", "3": "report"}
@@ -162,6 +163,35 @@ def test_trials_that_ended_in_harness_error_are_retried_by_the_next_run(tmp_path
         assert (estimates["m"] == 2).all()  # every declared trial is in the estimate, none missing
     finally:
         server.close()
+
+
+@pytest.mark.slow
+def test_trials_whose_verifier_was_killed_are_retried_by_the_next_run(tmp_path: Path):
+    """The bug of issue 21: a second `hrbench run` exited 0 without retrying `verifier_error` trials."""
+    study = tmp_path / "study.yaml"
+    study.write_text(f"name: verifier-resume\ntasks: {{registry: {FIXTURES / 'registry'}}}\n"
+                     "agents: [{id: steady, kind: sim, sim: {skill: 0.9}}]\n"
+                     "trials: {checkpoint: 2, natural: 2}\nbootstrap: {n_boot: 200, seed: 1}\nconcurrency: 2\n"
+                     "retries: {max_attempts: 1, max_missing_share: 0}\n")  # no in-run retry, no tolerance
+    out = tmp_path / "out"
+    first = _hrbench("run", str(study), "--out", str(out))
+    injector = FaultInjector(first, out, limit=3)
+    injector.start()
+    _, first_err = first.communicate(timeout=300)
+    injector.join(timeout=10)
+    assert injector.killed >= 1
+    attempts = [json.loads(line) for path in (out / "journal").rglob("attempts/*.jsonl")
+                for line in path.read_text().splitlines()]
+    assert "verifier_error" in {a["exit_reason"] for a in attempts}, (injector.killed, first_err[-2000:])
+    assert first.returncode == 1 and "re-run the same command: " in first_err, first_err[-2000:]
+
+    second = _hrbench("run", str(study), "--out", str(out))
+    _, second_err = second.communicate(timeout=300)
+    assert second.returncode == 0, second_err[-3000:]
+    trials = _trial_tables(out).set_index("trial_key")
+    assert trials["exit_reason"].isin(["passed", "failed"]).all()  # every trial has its result now
+    retried = {a["trial_key"] for a in attempts}
+    assert (trials.loc[sorted(retried), "attempts"] == 2).all()
 
 
 CRASH_ONCE = """

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -25,6 +23,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import stored_keys, stored_table
+from tests.faults import FaultInjector
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDY = """name: soak
@@ -64,56 +63,6 @@ def _hrbench_run(study: Path, out: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "hrbench.cli", "run", str(study), "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
                             start_new_session=True)
-
-
-def _descendants(root: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = set(), [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
-class FaultInjector(threading.Thread):
-    """SIGKILLs a random running verifier (`/tests/test.sh`) of the run now and then, `limit` times at most."""
-
-    def __init__(self, run: subprocess.Popen, out: Path, limit: int, seed: int = 7):
-        super().__init__(daemon=True)
-        self.run_process, self.out, self.limit = run, out, limit
-        self.rng, self.killed, self.stop = random.Random(seed), 0, threading.Event()
-
-    def verifiers(self) -> list[int]:
-        found = []
-        for pid in _descendants(self.run_process.pid):
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"/tests/test.sh" in cmdline and cmdline[0].endswith(b"bash"):
-                found.append(pid)
-        return found
-
-    def run(self) -> None:
-        while not self.stop.is_set() and self.killed < self.limit and self.run_process.poll() is None:
-            if (self.out / "preregistration.json").is_file() and self.rng.random() < 0.5:
-                targets = self.verifiers()
-                if targets:
-                    try:
-                        os.kill(self.rng.choice(targets), signal.SIGKILL)
-                        self.killed += 1
-                    except ProcessLookupError:
-                        pass
-            time.sleep(self.rng.uniform(0.2, 1.0))
 
 
 def _trials(out: Path) -> pd.DataFrame:

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from hrbench import analysis, runner
 from hrbench.exits import NO_RESULT_REASONS
@@ -24,6 +23,7 @@ from hrbench.report.html import render_report, report_header
 from hrbench.report.summary import write_summary
 from hrbench.study_run import StudyRun
 from tests.conftest import FIXTURES
+from tests.faults import is_verifier, parent_of
 
 AGENT = "flaky"
 
@@ -62,8 +62,7 @@ class FirstCallKiller(threading.Thread):
         while not self.stop.is_set():
             for entry in os.listdir("/proc") if self.armed else []:
                 try:
-                    cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0") if entry.isdigit() else []
-                    if b"/tests/test.sh" not in cmdline or not cmdline[0].endswith(b"bash"):
+                    if not entry.isdigit() or not is_verifier(int(entry)):
                         continue
                     if not _descends_from(int(entry), me) or not self.armed:
                         continue
@@ -79,7 +78,7 @@ def _descends_from(pid: int, ancestor: int) -> bool:
     while pid > 1:
         if pid == ancestor:
             return True
-        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        pid = parent_of(pid)
     return False
 
 

@@ -1,0 +1,71 @@
+"""Fault injection for the tests of issue 21: SIGKILL verifier processes (`/tests/test.sh`) of a run."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+
+def parent_of(pid: int) -> int:
+    """The parent pid, from /proc (OSError when the process is gone)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def is_verifier(pid: int) -> bool:
+    """The bash running a verifier's /tests/test.sh (OSError when the process is gone)."""
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    return b"/tests/test.sh" in cmdline and cmdline[0].endswith(b"bash")
+
+
+def _descendants(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = parent_of(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+class FaultInjector(threading.Thread):
+    """SIGKILLs a random running verifier (`/tests/test.sh`) of the run now and then, `limit` times at most."""
+
+    def __init__(self, run: subprocess.Popen, out: Path, limit: int, seed: int = 7):
+        super().__init__(daemon=True)
+        self.run_process, self.out, self.limit = run, out, limit
+        self.rng, self.killed, self.stop = random.Random(seed), 0, threading.Event()
+
+    def verifiers(self) -> list[int]:
+        found = []
+        for pid in _descendants(self.run_process.pid):
+            try:
+                if is_verifier(pid):
+                    found.append(pid)
+            except OSError:
+                continue
+        return found
+
+    def run(self) -> None:
+        while not self.stop.is_set() and self.killed < self.limit and self.run_process.poll() is None:
+            if (self.out / "preregistration.json").is_file() and self.rng.random() < 0.5:
+                targets = self.verifiers()
+                if targets:
+                    try:
+                        os.kill(self.rng.choice(targets), signal.SIGKILL)
+                        self.killed += 1
+                    except ProcessLookupError:
+                        pass
+            time.sleep(self.rng.uniform(0.2, 1.0))
