@@ -41,11 +41,14 @@ def _descendants(root: int) -> set[int]:
 
 
 class FaultInjector(threading.Thread):
-    """SIGKILLs a random running verifier (`/tests/test.sh`) of the run now and then, `limit` times at most."""
+    """SIGKILLs a random running verifier (`/tests/test.sh`) of the run now and then, `limit` times at most:
+    after a pause drawn from `pause` (seconds), with probability `chance`, once the run's pre-registration
+    is written (the verifier audit before it checks the tasks; it is no trial)."""
 
-    def __init__(self, run: subprocess.Popen, out: Path, limit: int, seed: int = 7):
+    def __init__(self, run: subprocess.Popen, out: Path, limit: int, seed: int = 7,
+                 pause: tuple[float, float] = (0.2, 1.0), chance: float = 0.5):
         super().__init__(daemon=True)
-        self.run_process, self.out, self.limit = run, out, limit
+        self.run_process, self.out, self.limit, self.pause, self.chance = run, out, limit, pause, chance
         self.rng, self.killed, self.stop = random.Random(seed), 0, threading.Event()
 
     def verifiers(self) -> list[int]:
@@ -60,7 +63,7 @@ class FaultInjector(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set() and self.killed < self.limit and self.run_process.poll() is None:
-            if (self.out / "preregistration.json").is_file() and self.rng.random() < 0.5:
+            if (self.out / "preregistration.json").is_file() and self.rng.random() < self.chance:
                 targets = self.verifiers()
                 if targets:
                     try:
@@ -68,4 +71,4 @@ class FaultInjector(threading.Thread):
                         self.killed += 1
                     except ProcessLookupError:
                         pass
-            time.sleep(self.rng.uniform(0.2, 1.0))
+            time.sleep(self.rng.uniform(*self.pause))

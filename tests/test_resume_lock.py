@@ -175,7 +175,7 @@ def test_trials_whose_verifier_was_killed_are_retried_by_the_next_run(tmp_path: 
                      "retries: {max_attempts: 1, max_missing_share: 0}\n")  # no in-run retry, no tolerance
     out = tmp_path / "out"
     first = _hrbench("run", str(study), "--out", str(out))
-    injector = FaultInjector(first, out, limit=3)
+    injector = FaultInjector(first, out, limit=3, pause=(0.0, 0.005), chance=1.0)  # tiny-chain's verifiers are quick
     injector.start()
     _, first_err = first.communicate(timeout=300)
     injector.join(timeout=10)
