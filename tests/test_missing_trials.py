@@ -162,3 +162,18 @@ def test_stage_estimates_from_more_trials_than_planned_are_impossible_and_say_re
     stages.loc[stages.index[0], "m"] = 11
     verdict = quality.check_stage_estimates(stages, run.design, [AGENT], "baseline")
     assert not verdict.success and "report it" in verdict.description()
+
+
+def test_the_retries_section_is_part_of_the_pre_registration(tmp_path_factory):
+    def design(retries: str):
+        folder = tmp_path_factory.mktemp("prereg")
+        study = folder / "study.yaml"
+        study.write_text(f"name: missing\ntasks: {{include: {TASKS[:1]}}}\n"
+                         f"agents: [{{id: steady, kind: sim, sim: {{skill: 0.85}}}}]\n{retries}")
+        return StudyRun.from_file(study, folder / "out", progress=False).design
+
+    default, other = design(""), design("retries: {max_attempts: 5, max_missing_share: 0.1}\n")
+    assert default.preregistration.body()["study"]["retries"] == {
+        "max_attempts": 3, "backoff_sec": 2.0, "transient": ["harness_error", "verifier_error"],
+        "max_missing_share": 0.05}
+    assert default.prereg_sha256 != other.prereg_sha256
