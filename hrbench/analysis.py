@@ -169,8 +169,9 @@ def task_outcomes(design: StudyDesign, checkpoint: pd.DataFrame, natural: pd.Dat
     """Per-task trial outcomes (trials with a result) of one agent under one estimand, stages in path order.
 
     A task with a cell whose every trial is missing has no estimate and is left out (its rows say so)."""
-    outcomes = []
+    outcomes, missing = [], 0
     for task, passes, depths, counts in _task_trials(design, checkpoint, natural, estimand):
+        missing += counts.m_planned - counts.m_used
         if not counts.estimable:
             continue
         # A rollout passed a merged unit when it passed the unit's last stage.
@@ -181,8 +182,8 @@ def task_outcomes(design: StudyDesign, checkpoint: pd.DataFrame, natural: pd.Dat
         ))
     if not outcomes:
         raise MissingTrials(f"every task of {estimand.condition} has a cell whose trials are all missing (no "
-                            "result: harness or verifier errors); re-run the same command: those trials will be "
-                            "retried")
+                            f"result: harness or verifier errors); re-run the same command: {missing} trial(s) "
+                            "will be retried")
     return outcomes
 
 

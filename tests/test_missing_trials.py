@@ -177,3 +177,10 @@ def test_the_retries_section_is_part_of_the_pre_registration(tmp_path_factory):
         "max_attempts": 3, "backoff_sec": 2.0, "transient": ["harness_error", "verifier_error"],
         "max_missing_share": 0.05}
     assert default.prereg_sha256 != other.prereg_sha256
+
+
+def test_when_no_task_has_an_estimate_the_message_says_how_many_trials_a_re_run_retries(run: StudyRun, tables):
+    checkpoint, natural = tables
+    with pytest.raises(analysis.MissingTrials, match=r"re-run the same command: 60 trial\(s\) will be retried"):
+        analysis.task_outcomes(run.design, checkpoint, _lose(natural, list(range(len(natural)))),
+                               analysis.Estimand.declared(run.study, "baseline"))
