@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from hrbench.agents.base import Message
@@ -22,10 +23,15 @@ from hrbench.harness.trials import natural_protocol, run_checkpoint_trial, run_n
 from hrbench.protocol import CONDITIONS
 from hrbench.stores import StudyStores
 from hrbench.tasks.audit import StageAudit, audit_task
-from hrbench.tasks.model import Stage
+from hrbench.tasks.model import Stage, Task
 
 
 PREFIX_PROTOCOL = "prefix-natural-full-own"
+
+
+def _without_result(row: StageAudit) -> bool:
+    """An audit row that failed on a verification without a result (`tasks.audit.explain` names its exit reason)."""
+    return not row.ok and "exit reason verifier_error" in (row.problem or "")
 
 
 class TrialRunner:
@@ -123,9 +129,24 @@ class TrialRunner:
                           study.concurrency, f"prefix rollouts {agent} {task}", self.progress, self.slots, study.retries)
 
     def audit(self) -> list[StageAudit]:
-        """Verifier audit of every task, tasks in parallel (each builds its own snapshots)."""
+        """Verifier audit of every task, tasks in parallel (each builds its own snapshots).
+
+        A task whose audit met a verification without a result (a verifier killed or timed out on a busy
+        machine) is audited again, as a trial would be, up to the study's `retries.max_attempts`; a
+        verifier that keeps failing still fails the audit."""
+        retries = self.design.study.retries
+
+        def audited(task: Task) -> list[StageAudit]:
+            for retry in range(retries.max_attempts):
+                if retry:
+                    time.sleep(retries.backoff(retry))
+                rows = audit_task(task, self.backend)
+                if not any(_without_result(r) for r in rows):
+                    break
+            return rows
+
         with ThreadPoolExecutor(max_workers=self.design.study.concurrency) as pool:
-            per_task = list(pool.map(lambda t: audit_task(t, self.backend), self.design.tasks))
+            per_task = list(pool.map(audited, self.design.tasks))
         return [row for rows in per_task for row in rows]
 
     def run_checkpoint_trials(self, agent: str, task: str) -> list[TrialRecord]:

@@ -72,3 +72,49 @@ class FaultInjector(threading.Thread):
                     except ProcessLookupError:
                         pass
             time.sleep(self.rng.uniform(*self.pause))
+
+
+class FirstCallKiller(threading.Thread):
+    """SIGKILLs the first verifier (`/tests/test.sh`) this process starts during the first call of a wrapped
+    function per key (e.g. `hrbench.runner.run_checkpoint_trial` per trial key: the call still runs the real
+    trial; only its verifier dies); with `every`, every verifier of that first call."""
+
+    def __init__(self, every: bool = False):
+        super().__init__(daemon=True)
+        self.stop, self.killed, self.every = threading.Event(), 0, every
+        self.calls: dict[str, int] = {}
+        self.armed = False  # a first call is running and has not lost a verifier yet
+
+    def wrap(self, real, key):
+        def first_calls_lose_their_verifier(first, *args, **kwargs):
+            self.calls[key(first)] = self.calls.get(key(first), 0) + 1
+            self.armed = self.calls[key(first)] == 1
+            try:
+                return real(first, *args, **kwargs)
+            finally:
+                self.armed = False
+        return first_calls_lose_their_verifier
+
+    def run(self) -> None:
+        me = os.getpid()
+        while not self.stop.is_set():
+            for entry in os.listdir("/proc") if self.armed else []:
+                try:
+                    if not entry.isdigit() or not is_verifier(int(entry)):
+                        continue
+                    if not _descends_from(int(entry), me) or not self.armed:
+                        continue
+                    os.kill(int(entry), signal.SIGKILL)
+                except (OSError, ValueError):
+                    continue
+                self.armed = self.every
+                self.killed += 1
+            time.sleep(0.002)
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        pid = parent_of(pid)
+    return False

@@ -6,11 +6,7 @@ tables, summary.json and the report — while the other task's estimates are unc
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import threading
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -23,7 +19,7 @@ from hrbench.report.html import render_report, report_header
 from hrbench.report.summary import write_summary
 from hrbench.study_run import StudyRun
 from tests.conftest import FIXTURES
-from tests.faults import is_verifier, parent_of
+from tests.faults import FirstCallKiller
 
 AGENT = "flaky"
 
@@ -37,51 +33,6 @@ def _study(folder: Path, registry: Path, extra: str = "", include: list[str] | N
     return study
 
 
-class FirstCallKiller(threading.Thread):
-    """SIGKILLs the first verifier (`/tests/test.sh`) started during the first call of each trial (the runner's
-    calls are followed through `hrbench.runner.run_checkpoint_trial`, which still runs the real trial)."""
-
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.stop, self.killed = threading.Event(), 0
-        self.calls: dict[str, int] = {}
-        self.armed = False  # a first call is running and has not lost a verifier yet
-
-    def wrap(self, real):
-        def first_calls_lose_their_verifier(spec, *args, **kwargs):
-            self.calls[spec.key] = self.calls.get(spec.key, 0) + 1
-            self.armed = self.calls[spec.key] == 1
-            try:
-                return real(spec, *args, **kwargs)
-            finally:
-                self.armed = False
-        return first_calls_lose_their_verifier
-
-    def run(self) -> None:
-        me = os.getpid()
-        while not self.stop.is_set():
-            for entry in os.listdir("/proc") if self.armed else []:
-                try:
-                    if not entry.isdigit() or not is_verifier(int(entry)):
-                        continue
-                    if not _descends_from(int(entry), me) or not self.armed:
-                        continue
-                    os.kill(int(entry), signal.SIGKILL)
-                except (OSError, ValueError):
-                    continue
-                self.armed = False
-                self.killed += 1
-            time.sleep(0.002)
-
-
-def _descends_from(pid: int, ancestor: int) -> bool:
-    while pid > 1:
-        if pid == ancestor:
-            return True
-        pid = parent_of(pid)
-    return False
-
-
 def _checkpoint_rows(out: Path, registry: Path, extra: str = "") -> pd.DataFrame:
     out.mkdir(parents=True, exist_ok=True)
     run = StudyRun.from_file(_study(out, registry, extra), out / "out", progress=False)
@@ -92,7 +43,7 @@ def test_a_verifier_killed_on_its_first_call_per_trial_is_retried_in_the_same_ru
     registry = FIXTURES / "registry"
     quiet = _checkpoint_rows(tmp_path / "quiet", registry)
     killer = FirstCallKiller()
-    monkeypatch.setattr(runner, "run_checkpoint_trial", killer.wrap(runner.run_checkpoint_trial))
+    monkeypatch.setattr(runner, "run_checkpoint_trial", killer.wrap(runner.run_checkpoint_trial, lambda spec: spec.key))
     killer.start()
     try:
         rows = _checkpoint_rows(tmp_path / "faulty", registry, "retries: {max_attempts: 3, backoff_sec: 0}\n")
@@ -165,3 +116,18 @@ def test_a_verifier_that_always_fails_leaves_its_tasks_cells_missing_and_the_oth
     html = render_report(report_header(both.design), ReportInputs(
         residuals=got["residuals"], stage_estimates=got["stages"], observed=got["observed"], natural=got["natural"]))
     assert "m_missing" in html and "tiny-broken" in html
+
+
+def test_an_audit_whose_verifiers_were_killed_is_audited_again(tmp_path: Path, monkeypatch):
+    run = StudyRun.from_file(_study(tmp_path, FIXTURES / "registry", "retries: {backoff_sec: 0}\n"), tmp_path / "out",
+                             progress=False)
+    killer = FirstCallKiller(every=True)  # every verifier of the task's first audit dies: it cannot pass
+    monkeypatch.setattr(runner, "audit_task", killer.wrap(runner.audit_task, lambda task: task.name))
+    killer.start()
+    try:
+        rows = run.runner.audit()
+    finally:
+        killer.stop.set()
+        killer.join(timeout=5)
+    assert killer.killed >= 1 and killer.calls == {"tiny-chain": 2}
+    assert all(r.ok for r in rows), [r.problem for r in rows]
