@@ -83,6 +83,7 @@ class FirstCallKiller(threading.Thread):
         super().__init__(daemon=True)
         self.stop, self.killed, self.every = threading.Event(), 0, every
         self.calls: dict[str, int] = {}
+        self.first_results: dict[str, object] = {}  # what each key's first call returned
         self.armed = False  # a first call is running and has not lost a verifier yet
 
     def wrap(self, real, key):
@@ -90,7 +91,9 @@ class FirstCallKiller(threading.Thread):
             self.calls[key(first)] = self.calls.get(key(first), 0) + 1
             self.armed = self.calls[key(first)] == 1
             try:
-                return real(first, *args, **kwargs)
+                result = real(first, *args, **kwargs)
+                self.first_results.setdefault(key(first), result)
+                return result
             finally:
                 self.armed = False
         return first_calls_lose_their_verifier

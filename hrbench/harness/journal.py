@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from hrbench.exits import is_missing
 from hrbench.harness.records import TrialRecord, TrialSpec
+from hrbench.harness.trajectory import note_earlier_attempts
 from hrbench.protocol import Retries
 
 
@@ -167,6 +168,15 @@ class TrialJournal:
             self.mirror.push(record, attempt=n)
         return record
 
+    def note_attempts(self, record: TrialRecord, earlier: list[dict]) -> None:
+        """Name a trial's earlier attempts in its trajectory (when it has one under `out_dir`)."""
+        if self.out_dir is None or not record.trajectory_path:
+            return
+        try:
+            note_earlier_attempts(self.out_dir / record.trajectory_path, earlier)
+        except (OSError, ValueError):  # no readable trajectory: the row still lists them
+            pass
+
     def earlier_attempts(self, trial_key: str) -> list[dict]:
         """The attempts of a trial kept so far (this run's and earlier runs'), oldest first."""
         with self._attempts_lock:
@@ -295,6 +305,8 @@ def run_trials(
             journal.append_attempt(record)
         earlier = journal.earlier_attempts(spec.key)
         record = record.model_copy(update={"attempts": len(earlier) + 1, "earlier_attempts_json": json.dumps(earlier)})
+        if earlier:
+            journal.note_attempts(record, earlier)
         return journal.append_attempt(record) if is_missing(record.exit_reason) else record
 
     bar = tqdm(total=len(specs), initial=len(specs) - len(todo), desc=description, unit="trial",
