@@ -60,7 +60,7 @@ def _nicer() -> None:
 
 def _hrbench_run(study: Path, out: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "hrbench.cli", "run", str(study), "--out", str(out)],
+    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", "run", str(study), "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
                             start_new_session=True)
 
