@@ -73,7 +73,8 @@ def _checkpoint_check(agent_task: MultiPartitionsDefinition) -> AssetChecksDefin
                                   checkpoint_trials: pd.DataFrame) -> AssetCheckResult:
         run = study.run()
         specs = [s for k in _keys(context) for s in run.runner.checkpoint_specs(k["agent"], k["task"])]
-        return _result(quality.check_trials("checkpoint_trials", checkpoint_trials, specs, run.prereg_sha256))
+        return _result(quality.check_trials("checkpoint_trials", checkpoint_trials, specs, run.prereg_sha256,
+                                            run.study.retries))
 
     return checkpoint_trials_quality
 
@@ -105,7 +106,8 @@ def _condition_checks(condition: str, agent_task: MultiPartitionsDefinition) -> 
                                natural_trials: pd.DataFrame) -> AssetCheckResult:
         run = study.run()
         specs = [s for k in _keys(context) for s in run.runner.natural_specs(k["agent"], k["task"], condition)]
-        return _result(quality.check_trials(f"{condition}/natural_trials", natural_trials, specs, run.prereg_sha256))
+        return _result(quality.check_trials(f"{condition}/natural_trials", natural_trials, specs, run.prereg_sha256,
+                                            run.study.retries))
 
     return [expected_success_precedes_natural_trials, natural_trials_quality,
             *(_per_agent_check(condition, name, *suite) for name, suite in PER_AGENT_SUITES.items())]

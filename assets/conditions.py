@@ -86,7 +86,7 @@ def condition_branch(condition: str, agent_task: MultiPartitionsDefinition, vers
                   for a, e in expected.items() if e is not None}
         return versioned_output(tables, data_version(tables), metadata=asset_metadata(
             run, tables, regs, passed=int(everything["passed"].sum()) if len(everything) else 0,
-            harness_errors=analysis.harness_errors(everything), **stamps, **extra))
+            missing_trials=analysis.missing_trials(everything), **stamps, **extra))
 
     @asset(name="observed_success", group_name=ESTIMATES, ins={
         "checkpoint_trials": AssetIn(partition_mapping=BY_AGENT),

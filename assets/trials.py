@@ -32,7 +32,7 @@ def trial_assets(agent_task: MultiPartitionsDefinition, version: str, with_prefi
         run = study.run()
         tables, regs, everything = trial_tables(context, run, lambda p: run.runner.run_prefix_rollouts(*p))
         return versioned_output(tables, data_version(tables), metadata=asset_metadata(
-            run, tables, regs, harness_errors=analysis.harness_errors(everything)))
+            run, tables, regs, missing_trials=analysis.missing_trials(everything)))
 
     @asset(partitions_def=agent_task, group_name=TRIALS, code_version=version, backfill_policy=SINGLE_RUN,
            automation_condition=STALE,
@@ -45,6 +45,6 @@ def trial_assets(agent_task: MultiPartitionsDefinition, version: str, with_prefi
         tables, regs, everything = trial_tables(context, run, lambda p: run.runner.run_checkpoint_trials(*p))
         return versioned_output(tables, data_version(tables), metadata=asset_metadata(
             run, tables, regs, passed=int(everything["passed"].sum()),
-            harness_errors=analysis.harness_errors(everything), protocols=len(run.runner.protocol_labels())))
+            missing_trials=analysis.missing_trials(everything), protocols=len(run.runner.protocol_labels())))
 
     return [*([prefix_rollouts] if with_prefix else []), checkpoint_trials]

@@ -7,8 +7,11 @@ q̂, the zero rule and the baseline model) as an argument, so any number can be 
 under another admissible choice. Sim agents' closed-form truth is attached beside the
 estimates so the pipeline can be checked against it.
 
-Trials that ended in `harness_error` have no valid result and are left out of every
-denominator (as the depth paper does, App. I); their number is reported beside the estimates.
+Trials whose last attempt had no result (hrbench.exits: `harness_error`, `verifier_error`) are
+missing, not failed: they are left out of every denominator (as the depth paper does, App. I), so
+every estimator uses m_used, and each table carries m_planned, m_used and m_missing beside the
+estimates. A task with a cell (a checkpoint unit, or its natural rollouts) that has no trial with
+a result has no estimate: its rows say so (m_used 0) and the aggregates go on without it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
 from hrbench.design import StudyDesign, segments, unit_name
+from hrbench.exits import is_missing
 from hrbench.protocol import CheckpointProtocol, Decomposition, Study
 from hrbench.stats import (
     StageGraph, TaskOutcomes, estimate_task, p_expected, paired_difference, residual_table, smoothed_proportion,
@@ -62,13 +66,17 @@ def declared_estimands(study: Study) -> list[Estimand]:
     return [Estimand.declared(study, c) for c in study.condition_names]
 
 
+def _missing_mask(trials: pd.DataFrame) -> pd.Series:
+    return trials["exit_reason"].map(is_missing).astype(bool) if len(trials) else pd.Series([], dtype=bool)
+
+
 def _valid(trials: pd.DataFrame) -> pd.DataFrame:
-    return trials[trials["exit_reason"] != "harness_error"]
+    return trials[~_missing_mask(trials)] if len(trials) else trials
 
 
-def harness_errors(trials: pd.DataFrame) -> int:
-    """Trials without a valid result (left out of every estimate)."""
-    return int((trials["exit_reason"] == "harness_error").sum()) if len(trials) else 0
+def missing_trials(trials: pd.DataFrame) -> int:
+    """Trials whose last attempt had no result (left out of every estimate; the next run retries them)."""
+    return int(_missing_mask(trials).sum()) if len(trials) else 0
 
 
 def _by_key(rows: pd.DataFrame, keys: list[str], value: str) -> dict[tuple, np.ndarray]:
@@ -85,43 +93,97 @@ class _CheckpointPasses:
 
     def __init__(self, design: StudyDesign, checkpoint: pd.DataFrame, protocol: CheckpointProtocol):
         self.design, self.phash = design, protocol.protocol_hash()
-        rows = _valid(checkpoint[(checkpoint["prereg_sha256"] == design.prereg_sha256)
-                                 & (checkpoint["protocol"] == self.phash)])
-        self._passes = _by_key(rows, ["task", "stage"], "passed")
+        rows = checkpoint[(checkpoint["prereg_sha256"] == design.prereg_sha256)
+                          & (checkpoint["protocol"] == self.phash)]
+        self._rows = rows.groupby(["task", "stage"]).size().to_dict() if len(rows) else {}
+        self._passes = _by_key(_valid(rows), ["task", "stage"], "passed")
 
     def of(self, task: str, decomposition: Decomposition = "stages") -> tuple[np.ndarray, ...]:
-        """Per checkpoint unit (stage, or merged segment) of a task, in path order."""
+        """Per checkpoint unit (stage, or merged segment) of a task, in path order: the outcomes of its
+        trials with a result (m_used of them; empty when every one is missing)."""
         units = [unit_name(u) for u in segments(self.design.task(task), decomposition)]
-        passes = tuple(self._passes.get((task, u), np.zeros(0, dtype=np.int64)) for u in units)
-        missing = [u for u, p in zip(units, passes) if p.size == 0]
-        if missing:
-            raise MissingTrials(f"no valid checkpoint trials of pre-registration {self.design.prereg_sha256[:12]} "
-                                f"(protocol {self.phash}) for task {task!r}, stages {missing}: materialize "
-                                "checkpoint_trials for that partition (trials that ended in harness_error are "
-                                "retried on the next run)")
-        return passes
+        absent = [u for u in units if not self._rows.get((task, u))]
+        if absent:
+            raise MissingTrials(f"no checkpoint trials of pre-registration {self.design.prereg_sha256[:12]} "
+                                f"(protocol {self.phash}) for task {task!r}, stages {absent}: materialize "
+                                "checkpoint_trials for that partition")
+        return tuple(self._passes.get((task, u), np.zeros(0, dtype=np.int64)) for u in units)
+
+
+@dataclass(frozen=True)
+class TrialCounts:
+    """Planned and used trials of one task under one estimand: its checkpoint units' and its natural rollouts'."""
+
+    checkpoint_planned: int
+    checkpoint_used: tuple[int, ...]  # per checkpoint unit, in path order
+    natural_planned: int
+    natural_used: int
+
+    @property
+    def estimable(self) -> bool:
+        """Every cell has at least one trial with a result."""
+        return min(self.checkpoint_used) > 0 and self.natural_used > 0
+
+    @property
+    def m_planned(self) -> int:
+        return self.checkpoint_planned * len(self.checkpoint_used) + self.natural_planned
+
+    @property
+    def m_used(self) -> int:
+        return sum(self.checkpoint_used) + self.natural_used
+
+
+def _natural_of(design: StudyDesign, natural: pd.DataFrame, condition: str) -> pd.DataFrame:
+    return natural[(natural["prereg_sha256"] == design.prereg_sha256) & (natural["condition"] == condition)]
+
+
+def _task_trials(design: StudyDesign, checkpoint: pd.DataFrame, natural: pd.DataFrame,
+                 estimand: Estimand) -> list[tuple[Task, tuple[np.ndarray, ...], np.ndarray, TrialCounts]]:
+    """Per task: checkpoint outcomes per unit and natural depths of the trials with a result, and the counts."""
+    condition = estimand.condition
+    nat = _natural_of(design, natural, condition)
+    rows_of = nat.groupby("task").size().to_dict() if len(nat) else {}
+    depths_of = _by_key(_valid(nat), ["task"], "stages_passed")
+    passes_of = _CheckpointPasses(design, checkpoint, estimand.protocol)
+    found = []
+    for task in design.tasks:
+        if not rows_of.get(task.name):
+            raise MissingTrials(f"no natural trials of pre-registration {design.prereg_sha256[:12]} for task "
+                                f"{task.name!r} ({condition}): materialize natural_trials for that partition")
+        depths = depths_of.get((task.name,), np.zeros(0, dtype=np.int64))
+        passes = passes_of.of(task.name, estimand.decomposition)
+        counts = TrialCounts(design.study.trials.checkpoint, tuple(int(p.size) for p in passes),
+                             design.study.trials.natural, int(depths.size))
+        found.append((task, passes, depths, counts))
+    return found
+
+
+def trial_counts(design: StudyDesign, checkpoint: pd.DataFrame, natural: pd.DataFrame,
+                 estimand: Estimand) -> dict[str, TrialCounts]:
+    """m_planned and m_used of every task's cells under one estimand."""
+    return {task.name: counts for task, _, _, counts in _task_trials(design, checkpoint, natural, estimand)}
 
 
 def task_outcomes(design: StudyDesign, checkpoint: pd.DataFrame, natural: pd.DataFrame,
                   estimand: Estimand) -> list[TaskOutcomes]:
-    """Per-task trial outcomes of one agent under one estimand, stages in path order."""
-    condition = estimand.condition
-    nat = _valid(natural[(natural["prereg_sha256"] == design.prereg_sha256) & (natural["condition"] == condition)])
-    depths_of = _by_key(nat, ["task"], "stages_passed")
-    passes_of = _CheckpointPasses(design, checkpoint, estimand.protocol)
-    outcomes = []
-    for task in design.tasks:
-        depths = depths_of.get((task.name,))
-        if depths is None:
-            raise MissingTrials(f"no valid natural trials of pre-registration {design.prereg_sha256[:12]} for task "
-                                f"{task.name!r} ({condition}): materialize natural_trials for that partition")
-        passes = passes_of.of(task.name, estimand.decomposition)
+    """Per-task trial outcomes (trials with a result) of one agent under one estimand, stages in path order.
+
+    A task with a cell whose every trial is missing has no estimate and is left out (its rows say so)."""
+    outcomes, missing = [], 0
+    for task, passes, depths, counts in _task_trials(design, checkpoint, natural, estimand):
+        missing += counts.m_planned - counts.m_used
+        if not counts.estimable:
+            continue
         # A rollout passed a merged unit when it passed the unit's last stage.
         ends = np.array([u[-1].index + 1 for u in segments(task, estimand.decomposition)])
         outcomes.append(TaskOutcomes(
             name=task.name, family=task.family, weight=design.weight(task.name), checkpoint_passes=passes,
             natural_depths=(depths[:, None] >= ends[None, :]).sum(axis=1),
         ))
+    if not outcomes:
+        raise MissingTrials(f"every task of {estimand.condition} has a cell whose trials are all missing (no "
+                            f"result: harness or verifier errors); re-run the same command: {missing} trial(s) "
+                            "will be retried")
     return outcomes
 
 
@@ -156,13 +218,15 @@ def stage_estimates(design: StudyDesign, agent: str, checkpoint: pd.DataFrame,
         for task in design.tasks:
             truth = design.truth(agent, task.name, est.condition, est.protocol)
             for s, passes in zip(task.stages, passes_of.of(task.name)):
-                k, m = int(passes.sum()), int(passes.size)
-                low, high = wilson_interval(k, m, design.study.bootstrap.level)
+                k, m = int(passes.sum()), int(passes.size)  # m: m_used, the trials with a result
+                low, high = wilson_interval(k, m, design.study.bootstrap.level) if m else (None, None)
+                planned = design.study.trials.checkpoint
                 rows.append({
                     "agent": agent, "condition": est.condition, "protocol": phash, "task": task.name,
                     "family": task.family, "stage": s.name, "stage_index": s.index, "k": k, "m": m,
-                    "q_hat": smoothed_proportion(k, m, est.zero_rule), "q_ci_low": low, "q_ci_high": high,
-                    "true_q": truth.q[s.index] if truth else None,
+                    "m_planned": planned, "m_missing": planned - m,
+                    "q_hat": smoothed_proportion(k, m, est.zero_rule) if m else None, "q_ci_low": low,
+                    "q_ci_high": high, "true_q": truth.q[s.index] if truth else None,
                 })
     return design.stamp(pd.DataFrame(rows))
 
@@ -174,13 +238,15 @@ def expected_success(design: StudyDesign, agent: str, estimates: pd.DataFrame) -
     for (condition, task), group in estimates.groupby(["condition", "task"], sort=False):
         t = design.task(task)
         est = Estimand.declared(design.study, condition)
-        baseline = task_p_expected(t, list(group.sort_values("stage_index")["q_hat"]), model, design.study.seed)
+        q = group.sort_values("stage_index")["q_hat"]
+        # a stage whose every trial is missing has no q̂, so the task has no prediction
+        baseline = task_p_expected(t, list(q), model, design.study.seed) if q.notna().all() else None
         truth = design.truth(agent, task, condition, est.protocol)
         rows.append({
             "agent": agent, "condition": condition, "task": task, "family": group["family"].iloc[0],
             "weight": design.weight(task), "n_stages": len(group), "baseline_model": model,
-            "p_expected": baseline.p_expected, "mc_se": baseline.mc_se,
-            "needs_compatibility": baseline.needs_compatibility,
+            "p_expected": baseline.p_expected if baseline else None, "mc_se": baseline.mc_se if baseline else None,
+            "needs_compatibility": baseline.needs_compatibility if baseline else None,
             "true_p_expected": truth.p_expected if truth else None,
         })
     return design.stamp(pd.DataFrame(rows))
@@ -188,20 +254,27 @@ def expected_success(design: StudyDesign, agent: str, estimates: pd.DataFrame) -
 
 def observed_success(design: StudyDesign, agent: str, checkpoint: pd.DataFrame, natural: pd.DataFrame,
                      estimands: list[Estimand] | None = None) -> pd.DataFrame:
-    """r̂_i = passed_i / reached_i per stage and P̂_observed per task, from natural rollouts."""
+    """r̂_i = passed_i / reached_i per stage and P̂_observed per task, from natural rollouts with a result
+    (m0 of the m0_planned; a task without an estimate has its rows, with no numbers)."""
     rows = []
     for est in estimands or declared_estimands(design.study):
-        for t in task_outcomes(design, checkpoint, natural, est):
-            e = estimate_task(t, est.zero_rule)
-            truth = design.truth(agent, t.name, est.condition, est.protocol)
-            for s in design.task(t.name).stages:
+        counts = trial_counts(design, checkpoint, natural, est)
+        found = {t.name: t for t in task_outcomes(design, checkpoint, natural, est)}
+        for task in design.tasks:
+            t, c = found.get(task.name), counts[task.name]
+            e = estimate_task(t, est.zero_rule) if t else None
+            truth = design.truth(agent, task.name, est.condition, est.protocol)
+            for s in task.stages:
                 rows.append({
-                    "agent": agent, "condition": est.condition, "task": t.name, "family": t.family,
-                    "stage": s.name, "stage_index": s.index, "reached": e.reached[s.index],
-                    "passed": e.passed[s.index], "r_hat": e.r[s.index],
+                    "agent": agent, "condition": est.condition, "task": task.name, "family": task.family,
+                    "stage": s.name, "stage_index": s.index, "reached": e.reached[s.index] if e else None,
+                    "passed": e.passed[s.index] if e else None, "r_hat": e.r[s.index] if e else None,
                     "true_r": truth.r[s.index] if truth else None,
-                    "m0": int(t.natural_depths.size), "k0": int((t.natural_depths == t.n_stages).sum()),
-                    "p_observed": e.p_observed, "true_p_observed": truth.p_observed if truth else None,
+                    "m0": c.natural_used, "m0_planned": c.natural_planned,
+                    "m0_missing": c.natural_planned - c.natural_used,
+                    "k0": int((t.natural_depths == t.n_stages).sum()) if t else None,
+                    "p_observed": e.p_observed if e else None,
+                    "true_p_observed": truth.p_observed if truth else None,
                 })
     return design.stamp(pd.DataFrame(rows))
 
@@ -270,8 +343,30 @@ def horizon_residuals(design: StudyDesign, agent: str, checkpoint: pd.DataFrame,
         table = residual_frame(design, agent, outcomes, est)
         is_task = table["scope"] == "task"
         table.loc[is_task, "p_expected"] = table.loc[is_task, "name"].map(registered)
-        frames.append(table)
+        frames.append(_with_trial_counts(design, table, trial_counts(design, checkpoint, natural, est)))
     return design.stamp(pd.concat(frames, ignore_index=True))
+
+
+def _with_trial_counts(design: StudyDesign, table: pd.DataFrame, counts: dict[str, TrialCounts]) -> pd.DataFrame:
+    """m_planned, m_used and m_missing of every row (its tasks' checkpoint and natural trials), and a row with
+    no estimate for each task (and family) that has none because a cell's trials are all missing."""
+    agent, condition = table["agent"].iloc[0], table["condition"].iloc[0]
+    have = set(zip(table["scope"], table["name"]))
+    extra = [{"agent": agent, "condition": condition, "scope": scope, "name": name,
+              "family": family if scope == "task" else None, "n_tasks": 0, "flags": []}
+             for scope, name, family in [("task", t.name, t.family) for t in design.tasks]
+             + [("family", f, None) for f in dict.fromkeys(t.family for t in design.tasks)]
+             if (scope, name) not in have]
+    if extra:
+        table = pd.concat([table, pd.DataFrame(extra)], ignore_index=True)
+
+    def members(scope: str, name: str) -> list[str]:
+        return [t.name for t in design.tasks if scope == "all" or (scope == "task" and t.name == name)
+                or (scope == "family" and t.family == name)]
+
+    planned = [sum(counts[t].m_planned for t in members(s, n)) for s, n in zip(table["scope"], table["name"])]
+    used = [sum(counts[t].m_used for t in members(s, n)) for s, n in zip(table["scope"], table["name"])]
+    return table.assign(m_planned=planned, m_used=used, m_missing=[p - u for p, u in zip(planned, used)])
 
 
 def true_gammas(design: StudyDesign, agent: str, outcomes: list[TaskOutcomes],
@@ -374,17 +469,20 @@ def intervention_contrasts(design: StudyDesign, agent: str, checkpoint: pd.DataF
     study = design.study
     base = Estimand.declared(study, "baseline")
     base_outcomes = task_outcomes(design, checkpoint, natural, base)
-    base_truth = true_gammas(design, agent, base_outcomes, base)
     frames = []
     for condition in study.condition_names:
         if condition == "baseline":
             continue
         est = Estimand.declared(study, condition)
         outcomes = task_outcomes(design, checkpoint, natural, est)
-        rows = paired_difference(base_outcomes, outcomes, zero_rule=study.zero_rule, n_boot=study.bootstrap.n_boot,
+        # pairs of tasks estimable on both sides (a task with all trials of a cell missing has no Γ)
+        both = {t.name for t in base_outcomes} & {t.name for t in outcomes}
+        paired_base = [t for t in base_outcomes if t.name in both]
+        outcomes = [t for t in outcomes if t.name in both]
+        rows = paired_difference(paired_base, outcomes, zero_rule=study.zero_rule, n_boot=study.bootstrap.n_boot,
                                  seed=study.bootstrap.seed, level=study.bootstrap.level)
-        truth = true_gammas(design, agent, outcomes, est)
-        terms = {a.name: _term_changes(a, b, study.zero_rule) for a, b in zip(base_outcomes, outcomes)}
+        truth, base_truth = true_gammas(design, agent, outcomes, est), true_gammas(design, agent, paired_base, base)
+        terms = {a.name: _term_changes(a, b, study.zero_rule) for a, b in zip(paired_base, outcomes)}
         table = pd.DataFrame([r.model_dump() for r in rows]).rename(columns={"delta": "delta_gamma"})
         table.insert(0, "condition", condition)
         table.insert(0, "agent", agent)
@@ -392,7 +490,7 @@ def intervention_contrasts(design: StudyDesign, agent: str, checkpoint: pd.DataF
         # tasks-sampled one (of a family/all row's ci_*), each beside the interval that targets it.
         table["true_delta_gamma"] = [_difference(base_truth(s, n), truth(s, n))
                                      for s, n in zip(table["scope"], table["name"])]
-        kept_base = [t for t in base_outcomes if not estimate_task(t, base.zero_rule).excluded]
+        kept_base = [t for t in paired_base if not estimate_task(t, base.zero_rule).excluded]
         kept = [t for t in outcomes if not estimate_task(t, est.zero_rule).excluded]
         table["true_delta_gamma_sampled"] = [
             _difference(_sampled_truth(design, agent, base, s, n, kept_base), _sampled_truth(design, agent, est, s, n, kept))
@@ -534,7 +632,7 @@ def resource_accounting(design: StudyDesign, agent: str, checkpoint: pd.DataFram
             "agent": agent, "condition": condition, "kind": kind, "trials": int(len(trials)),
             "turns": int(trials["turns"].sum()), "tokens_in": int(trials["tokens_in"].sum()),
             "tokens_out": int(trials["tokens_out"].sum()), "wall_s": float(trials["wall_s"].sum()),
-            "cost_usd": float(trials["cost_usd"].sum()), "harness_errors": harness_errors(trials),
+            "cost_usd": float(trials["cost_usd"].sum()), "missing_trials": missing_trials(trials),
             "shared_protocol": phash, "budget_rule": protocols[phash].budget_rule if phash else None,
         })
     return design.stamp(pd.DataFrame(rows))

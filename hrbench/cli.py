@@ -80,6 +80,8 @@ def run_into(study: Path, out: Path, run_study: Callable[[Path, Path, Console, b
     console.print("tasks: sampled — interval for the population of tasks the row's tasks stand for (none for a "
                   "row without a family of ≥ 2 tasks); tasks: fixed — these tasks only. Truth: simulated agents only. "
                   "Flags: docs/statistics.md §7.")
+    for line in _missing_lines(summary):
+        console.print(line, markup=False, style="yellow")
     if summary["contrasts"]:
         table = Table(title="Interventions: ΔΓ(I) = Γ(baseline) − Γ(I), overall, paired over tasks")
         for column in ("agent", "condition", "ΔΓ", "CI (tasks: sampled)", "true", "CI (tasks: fixed)", "true"):
@@ -130,6 +132,20 @@ def _residual_table(summary: dict) -> Table:
                       _interval(r["trial_ci_low"], r["trial_ci_high"]), _fmt(r["true_gamma"]),
                       escape(", ".join(r.get("flags") or []) or "—"))
     return table
+
+
+def _missing_lines(summary: dict) -> list[str]:
+    """One line per agent and condition with missing trials (no result after their attempts): how many of the
+    planned, and the tasks they are in; none when every trial has a result."""
+    lines = []
+    for r in summary["residuals"]:
+        if r["scope"] == "all" and r.get("m_missing"):
+            tasks = [t["name"] for t in summary["residuals"] if t["scope"] == "task" and t.get("m_missing")
+                     and t["agent"] == r["agent"] and t.get("condition") == r.get("condition")]
+            lines.append(f"missing trials {r['agent']} {r.get('condition') or 'baseline'}: {r['m_missing']} of "
+                         f"{r['m_planned']} (no result after their attempts; left out of every estimate) in "
+                         f"{', '.join(tasks)}; re-run the same command to retry them")
+    return lines
 
 
 @app.command()

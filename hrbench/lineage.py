@@ -26,6 +26,7 @@ from hrbench.catalogue import (
 from hrbench.envs.states import cached_states
 from hrbench.envs.states import check as check_state
 from hrbench.envs.states import record_path
+from hrbench.exits import NO_RESULT_REASONS
 from hrbench.preregistration import AgentRegistration, Preregistration
 from hrbench.protocol import sha256_json
 from hrbench.storage import Store, TableStore, store_for
@@ -232,7 +233,7 @@ def _verify_against_journal(store: Store, table: str, frame: pd.DataFrame, bad) 
     for row in frame.to_dict("records"):
         logged = journal.get(row["trial_key"])
         if logged is None:
-            if row.get("exit_reason") != "harness_error":  # infrastructure failures are not journaled
+            if row.get("exit_reason") not in NO_RESULT_REASONS:  # trials without a result are not journaled
                 bad(table, f"trial {row['trial_key']} is not in the journal")
                 return compared
             continue

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from hrbench.config_files import describe_validation_error, read_yaml_mapping
 
 from hrbench.agents.specs import AgentSpec, SimAgentSpec
+from hrbench.exits import NO_RESULT_REASONS
 from hrbench.stats.baselines import BaselineKind
 from hrbench.stats.data import ZeroRule
 from hrbench.stats.residuals import QuadrantThresholds
@@ -221,6 +222,41 @@ class Trials(Frozen):
     natural: int = Field(40, ge=1, le=MAX_TRIALS, description="m_0: natural end-to-end rollouts per task")
 
 
+class Retries(Frozen):
+    """What happens to an attempt without a result (hrbench.exits: harness_error, verifier_error).
+
+    A transient attempt is retried inside the same run with the same trial key (so a seeded or sim
+    agent replays the same draws), after `backoff_sec * 2**(n-1)` seconds before retry n; every
+    attempt is kept (attempts journal, trajectory), none enters an estimate. A trial still without a
+    result after `max_attempts` is missing: left out of q̂ and P̂_obs and retried by the next run. Up
+    to `max_missing_share` of a cell's trials (a checkpoint unit's m_i, a task's m_0) may be missing
+    and the analysis proceeds with m_used; beyond it the trials' data-quality check stops the study.
+    """
+
+    max_attempts: int = Field(3, ge=1, le=20, description="attempts of one trial in one run (1: no in-run retry)")
+    backoff_sec: float = Field(2.0, ge=0, le=600, description="wait before the first retry; doubles per retry")
+    transient: list[str] = Field(default_factory=lambda: sorted(NO_RESULT_REASONS),
+                                 description="no-result exit reasons retried inside the run")
+    max_missing_share: float = Field(0.05, ge=0, le=1, description="missing trials tolerated per cell")
+
+    @field_validator("transient")
+    @classmethod
+    def _no_result_only(cls, value: list[str]) -> list[str]:
+        wrong = sorted(set(value) - NO_RESULT_REASONS)
+        if wrong:
+            raise ValueError(f"{wrong}: only exit reasons without a result can be retried "
+                             f"({', '.join(sorted(NO_RESULT_REASONS))}); the others are the agent's outcome")
+        return sorted(set(value))
+
+    def backoff(self, retry: int) -> float:
+        """Seconds to wait before retry number `retry` (1 = the second attempt)."""
+        return self.backoff_sec * 2 ** (retry - 1)
+
+    def tolerated(self, planned: int) -> int:
+        """How many of a cell's `planned` trials may be missing."""
+        return math.floor(self.max_missing_share * planned + 1e-9)
+
+
 class BootstrapSettings(Frozen):
     n_boot: int = Field(2000, ge=100, le=MAX_BOOTSTRAP)
     seed: int = 0
@@ -244,6 +280,7 @@ class Study(Frozen):
     trials: Trials = Trials()
     zero_rule: ZeroRule = "jeffreys"
     bootstrap: BootstrapSettings = BootstrapSettings()
+    retries: Retries = Retries()
     quadrant: QuadrantThresholds = QuadrantThresholds()
     seed: int = Field(0, description="seeds every agent's randomness (with the trial key)")
     concurrency: int = Field(

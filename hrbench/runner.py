@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from hrbench.agents.base import Message
@@ -23,10 +24,15 @@ from hrbench.protocol import CONDITIONS
 from hrbench.stores import StudyStores
 from hrbench.tasks.audit import StageAudit
 from hrbench.tasks.audit_cache import cached_audit
-from hrbench.tasks.model import Stage
+from hrbench.tasks.model import Stage, Task
 
 
 PREFIX_PROTOCOL = "prefix-natural-full-own"
+
+
+def _without_result(row: StageAudit) -> bool:
+    """An audit row that failed on a verification without a result (`tasks.audit.explain` names its exit reason)."""
+    return not row.ok and "exit reason verifier_error" in (row.problem or "")
 
 
 class TrialRunner:
@@ -121,13 +127,28 @@ class TrialRunner:
                                      save_states=save)
 
         return run_trials(self.prefix_specs(agent, task), execute, self._journal("prefix", agent, task),
-                          study.concurrency, f"prefix rollouts {agent} {task}", self.progress, self.slots)
+                          study.concurrency, f"prefix rollouts {agent} {task}", self.progress, self.slots, study.retries)
 
     def audit(self) -> list[StageAudit]:
         """Verifier audit of every task, tasks in parallel (each builds its own snapshots); a task whose
-        audit passed before with the same contents, check library, sandbox and code is not audited again."""
+        audit passed before with the same contents, check library, sandbox and code is not audited again.
+
+        A task whose audit met a verification without a result (a verifier killed or timed out on a busy
+        machine) is audited again, as a trial would be, up to the study's `retries.max_attempts`; a
+        verifier that keeps failing still fails the audit."""
+        retries = self.design.study.retries
+
+        def audited(task: Task) -> list[StageAudit]:
+            for retry in range(retries.max_attempts):
+                if retry:
+                    time.sleep(retries.backoff(retry))
+                rows = cached_audit(task, self.backend)
+                if not any(_without_result(r) for r in rows):
+                    break
+            return rows
+
         with ThreadPoolExecutor(max_workers=self.design.study.concurrency) as pool:
-            per_task = list(pool.map(lambda t: cached_audit(t, self.backend), self.design.tasks))
+            per_task = list(pool.map(audited, self.design.tasks))
         return [row for rows in per_task for row in rows]
 
     def run_checkpoint_trials(self, agent: str, task: str) -> list[TrialRecord]:
@@ -143,7 +164,7 @@ class TrialRunner:
                                         solution_state=lambda stage: self.solution_state(spec, stage))
 
         return run_trials(self.checkpoint_specs(agent, task), execute, self._journal("checkpoint", agent, task),
-                          study.concurrency, f"checkpoint {agent} {task}", self.progress, self.slots)
+                          study.concurrency, f"checkpoint {agent} {task}", self.progress, self.slots, study.retries)
 
     def run_natural_trials(self, agent: str, task: str, condition: str | None = None) -> list[TrialRecord]:
         """The natural rollouts of one condition (every condition when None), each condition its own journal."""
@@ -158,7 +179,7 @@ class TrialRunner:
         for c in [condition] if condition else study.condition_names:
             records += run_trials(self.natural_specs(agent, task, c), execute,
                                   self._journal("natural", agent, task, c), study.concurrency,
-                                  f"natural {c} {agent} {task}", self.progress, self.slots)
+                                  f"natural {c} {agent} {task}", self.progress, self.slots, study.retries)
         return records
 
     def _journal(self, kind: str, agent: str, task: str, condition: str | None = None):

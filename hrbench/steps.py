@@ -18,6 +18,7 @@ from hrbench.catalogue import (
     CHECKPOINT, EXPECTED, HORIZON_RESIDUALS, INTERVENTION_CONTRASTS, NATURAL, PREFIX_ROLLOUTS, REGISTRATION, REPORT,
     REPORT_ASSET, RESIDUALS, SETUP, TABLES, TASK_DEPTH, TRIAL_TABLES,
 )
+from hrbench.exits import is_missing
 from hrbench.lineage import read_record, stored_sha256
 from hrbench.protocol import Study
 from hrbench.stores import SUMMARY_KEY
@@ -74,7 +75,7 @@ def steps_for(study: Study) -> list[Step]:
 
 def step_done(run: StudyRun, step: Step, agent: str | None, agent_sha256: str | None) -> bool:
     """Every table of the step exists, intact, under this protocol and this agent registration, and no
-    trial in it ended in a harness error (those are retried by running the step again)."""
+    trial in it is missing (its last attempt had no result, hrbench.exits: running the step again retries it)."""
     partitions = {"none": [()], "agent": [(agent,)],
                   "agent_task": [(agent, t.name) for t in run.design.tasks]}[step.partitioned]
     store = run.stores.tables
@@ -88,7 +89,7 @@ def step_done(run: StudyRun, step: Step, agent: str | None, agent_sha256: str | 
                 return False
             if stored_sha256(store.store, store.key(asset, partition)) != record.sha256:
                 return False
-            if asset.split("/")[-1] in TRIAL_TABLES and (store.read(asset, partition)["exit_reason"] == "harness_error").any():
+            if asset.split("/")[-1] in TRIAL_TABLES and store.read(asset, partition)["exit_reason"].map(is_missing).any():
                 return False
     return True
 

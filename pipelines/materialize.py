@@ -8,7 +8,7 @@ conditions go together in each step (each its own branch of assets and checks). 
 ordinary run of the code location's job (`pipelines.definitions:step_job`), tagged with the study, on
 the instance under OUT/.dagster (or $DAGSTER_HOME), so `hrbench ui --out OUT` shows and re-executes
 it, and a killed study resumes from the trial journals. A step whose tables are all there, intact and
-under this protocol and registration (and free of harness errors) is not run again. The caller (the
+under this protocol and registration (and without missing trials) is not run again. The caller (the
 CLI) holds the output directory's lock.
 """
 

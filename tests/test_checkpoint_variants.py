@@ -313,6 +313,6 @@ def test_resource_accounting_sets_the_budget_rules_side_by_side(tmp_path: Path):
                          ("sensitivity", "checkpoint", "aggregate_matched")}
     equal, split = rows[("baseline", "checkpoint", "equal_per_stage")], rows[("sensitivity", "checkpoint",
                                                                              "aggregate_matched")]
-    assert equal.trials == split.trials == 3 * 2 and equal.harness_errors == split.harness_errors == 0
+    assert equal.trials == split.trials == 3 * 2 and equal.missing_trials == split.missing_trials == 0
     assert (equal.turns, split.turns) == (3 * 2 * 2, 3 * 2 * 1)  # each stage's trials: 2 turns, or the 1-turn share
     assert rows[("baseline", "natural", None)].trials == 2

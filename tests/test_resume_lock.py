@@ -22,11 +22,12 @@ from hrbench.envs.local import LocalBackend
 from hrbench.harness.journal import TrialJournal, run_trials
 from hrbench.harness.trials import run_checkpoint_trial
 from hrbench.locking import LOCK_NAME, OutDirBusy, OutDirLock
-from hrbench.protocol import Budget, CheckpointProtocol
+from hrbench.protocol import Budget, CheckpointProtocol, Retries
 from hrbench.tasks.loader import load_task
 from tests.agents.helpers import SOLVE, spec
 from tests.agents.scripted_server import ScriptedServer, reply
 from tests.conftest import FIXTURES, stored_keys, stored_table
+from tests.faults import FaultInjector
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = {"1": "make", "2": "double", "3": "report"}
@@ -137,7 +138,9 @@ def test_trials_that_ended_in_harness_error_are_retried_by_the_next_run(tmp_path
             f"agents: [{{id: flaky, kind: llm, model: m, base_url: '{server.base_url}', api_key_env: null, "
             "max_retries: 0, timeout_sec: 20}]\n"
             "checkpoint: {budget: {max_turns: 4, timeout_sec: 60, command_timeout_sec: 5}}\n"
-            "trials: {checkpoint: 2, natural: 2}\nbootstrap: {n_boot: 200, seed: 1}\nconcurrency: 2\n")
+            "trials: {checkpoint: 2, natural: 2}\nbootstrap: {n_boot: 200, seed: 1}\nconcurrency: 2\n"
+            # no retry inside the run, and no tolerance: the first run stops, the second must finish the trials
+            "retries: {max_attempts: 1, max_missing_share: 0}\n")
         out = tmp_path / "out"
         first = _hrbench("run", str(study), "--out", str(out))
         _, first_err = first.communicate(timeout=240)
@@ -145,6 +148,8 @@ def test_trials_that_ended_in_harness_error_are_retried_by_the_next_run(tmp_path
                     for line in path.read_text().splitlines()]
         assert len(attempts) == 2 and {a["exit_reason"] for a in attempts} == {"harness_error"}, first_err[-2000:]
         assert all("failed 1 attempt(s)" in a["error"] for a in attempts)
+        assert first.returncode == 1 and "re-run the same command: " in first_err, first_err[-2000:]
+        assert "report it" not in first_err
 
         second = _hrbench("run", str(study), "--out", str(out))
         _, second_err = second.communicate(timeout=240)
@@ -158,6 +163,35 @@ def test_trials_that_ended_in_harness_error_are_retried_by_the_next_run(tmp_path
         assert (estimates["m"] == 2).all()  # every declared trial is in the estimate, none missing
     finally:
         server.close()
+
+
+@pytest.mark.slow
+def test_trials_whose_verifier_was_killed_are_retried_by_the_next_run(tmp_path: Path):
+    """The bug of issue 21: a second `hrbench run` exited 0 without retrying `verifier_error` trials."""
+    study = tmp_path / "study.yaml"
+    study.write_text(f"name: verifier-resume\ntasks: {{registry: {FIXTURES / 'registry'}}}\n"
+                     "agents: [{id: steady, kind: sim, sim: {skill: 0.9}}]\n"
+                     "trials: {checkpoint: 2, natural: 2}\nbootstrap: {n_boot: 200, seed: 1}\nconcurrency: 2\n"
+                     "retries: {max_attempts: 1, max_missing_share: 0}\n")  # no in-run retry, no tolerance
+    out = tmp_path / "out"
+    first = _hrbench("run", str(study), "--out", str(out))
+    injector = FaultInjector(first, out, limit=3, pause=(0.0, 0.005), chance=1.0)  # tiny-chain's verifiers are quick
+    injector.start()
+    _, first_err = first.communicate(timeout=300)
+    injector.join(timeout=10)
+    assert injector.killed >= 1
+    attempts = [json.loads(line) for path in (out / "journal").rglob("attempts/*.jsonl")
+                for line in path.read_text().splitlines()]
+    assert "verifier_error" in {a["exit_reason"] for a in attempts}, (injector.killed, first_err[-2000:])
+    assert first.returncode == 1 and "re-run the same command: " in first_err, first_err[-2000:]
+
+    second = _hrbench("run", str(study), "--out", str(out))
+    _, second_err = second.communicate(timeout=300)
+    assert second.returncode == 0, second_err[-3000:]
+    trials = _trial_tables(out).set_index("trial_key")
+    assert trials["exit_reason"].isin(["passed", "failed"]).all()  # every trial has its result now
+    retried = {a["trial_key"] for a in attempts}
+    assert (trials.loc[sorted(retried), "attempts"] == 2).all()
 
 
 CRASH_ONCE = """
@@ -195,10 +229,11 @@ def test_a_command_agent_that_crashes_once_completes_on_the_next_run(tmp_path: P
     def journal() -> TrialJournal:
         return TrialJournal(out / "journal" / "crashy.jsonl", out)
 
-    first = run_trials(specs, execute, journal(), concurrency=2, progress=False)
+    once = Retries(max_attempts=1)  # what the next run does (in-run retries: tests/harness/test_journal.py)
+    first = run_trials(specs, execute, journal(), concurrency=2, progress=False, retries=once)
     assert {r.exit_reason for r in first} == {"harness_error"}
     assert all("crashed on its first call" in r.error for r in first)
-    second = run_trials(specs, execute, journal(), concurrency=2, progress=False)
+    second = run_trials(specs, execute, journal(), concurrency=2, progress=False, retries=once)
     assert [r.exit_reason for r in second] == ["passed"] * 4
     attempts = journal().attempts()
     assert sorted(r.trial_key for r in attempts) == sorted(s.key for s in specs)

@@ -1,9 +1,10 @@
 """The resumable, concurrent trial runner and its journal (the unit of crash safety).
 
-A trial's row is journaled once it has a result. A trial that ended in `harness_error` (the agent
-program crashed, the endpoint died, the sandbox failed) has none: its row goes to the attempts
-journal beside it (`<dir>/attempts/<name>`) and the next run tries the trial again, so one
-transient failure never blocks an output directory.
+A trial's row is journaled once it has a result. An attempt without one (hrbench.exits: the agent
+program crashed, the endpoint died, the sandbox failed, the verifier left no reward) is retried in
+the same run, up to the study's `retries.max_attempts`; each such attempt's row goes to the attempts
+journal beside it (`<dir>/attempts/<name>`). A trial still without a result is missing for this run
+and the next run tries it again, so one transient failure never blocks an output directory.
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ from typing import Protocol
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from hrbench.harness.records import RETRYABLE_EXIT_REASONS, TrialRecord, TrialSpec
+from hrbench.exits import is_missing
+from hrbench.harness.records import TrialRecord, TrialSpec
+from hrbench.harness.trajectory import note_earlier_attempts
+from hrbench.protocol import Retries
 
 
 class JournalError(RuntimeError):
@@ -62,8 +66,9 @@ class TrialJournal:
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.mirror = mirror
         self.skipped_lines: list[int] = []
-        self._attempt_counts: dict[str, int] | None = None  # attempts kept per trial key, read once
+        self._earlier: dict[str, list[dict]] | None = None  # attempts kept per trial key, read once
         self._lock = threading.Lock()
+        self._attempts_lock = threading.Lock()  # numbering attempts (trials retry from several threads)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError) as exc:
@@ -71,7 +76,7 @@ class TrialJournal:
                                f"({exc.filename}); move it away or use a new --out directory") from exc
 
     def load(self) -> dict[str, TrialRecord]:
-        """Trials with a result, by key (`harness_error` rows are not results: those trials run again).
+        """Trials with a result, by key (rows without one, hrbench.exits, are not results: those trials run again).
 
         A torn last line (a crash mid-write) is cut off the file, so the next append starts on a line
         of its own instead of being glued to the fragment; other unreadable lines are left in place and
@@ -96,7 +101,7 @@ class TrialJournal:
                 self.skipped_lines.append(number)
                 problems.append(_first_problem(exc))
                 continue
-            if record.exit_reason not in RETRYABLE_EXIT_REASONS:  # rows journaled before attempts had their own file
+            if not is_missing(record.exit_reason):  # rows journaled before attempts had their own file
                 records.setdefault(record.trial_key, record)
         if self.skipped_lines:
             warnings.warn(JournalWarning(
@@ -142,26 +147,50 @@ class TrialJournal:
             self.mirror.push(record)
 
     def append_attempt(self, record: TrialRecord) -> TrialRecord:
-        """Keep a failed attempt (its row, and its trajectory under a name of its own); returns the row kept.
-        Called from one thread (the runner's), so attempt numbers do not race."""
-        if self._attempt_counts is None:
-            self._attempt_counts = {}
-            for row in self.attempts():
-                self._attempt_counts[row.trial_key] = self._attempt_counts.get(row.trial_key, 0) + 1
-        n = self._attempt_counts[record.trial_key] = self._attempt_counts.get(record.trial_key, 0) + 1
-        if self.out_dir is not None and record.trajectory_path:
-            source = self.out_dir / record.trajectory_path
-            target = source.with_name(source.name.removesuffix(".json.gz") + f".attempt-{n}.json.gz")
-            try:
-                os.replace(source, target)
-                record = record.model_copy(update={"trajectory_path": str(target.relative_to(self.out_dir))})
-            except (OSError, ValueError):  # no trajectory to keep: the row still is
-                pass
+        """Keep an attempt without a result (its row, and its trajectory under a name of its own, so the
+        retry does not overwrite it); returns the row kept. Safe from several threads."""
+        with self._attempts_lock:
+            earlier = self._earlier_attempts().setdefault(record.trial_key, [])
+            n = len(earlier) + 1
+            if self.out_dir is not None and record.trajectory_path:
+                source = self.out_dir / record.trajectory_path
+                target = source.with_name(source.name.removesuffix(".json.gz") + f".attempt-{n}.json.gz")
+                try:
+                    os.replace(source, target)
+                    record = record.model_copy(update={"trajectory_path": str(target.relative_to(self.out_dir))})
+                except (OSError, ValueError):  # no trajectory to keep: the row still is
+                    pass
+            record = record.model_copy(update={"attempts": n})
+            earlier.append(_attempt_note(record))
         self.attempts_path.parent.mkdir(parents=True, exist_ok=True)
         _append_line(self.attempts_path, record.model_dump_json(), self._lock)
         if self.mirror is not None:
             self.mirror.push(record, attempt=n)
         return record
+
+    def note_attempts(self, record: TrialRecord, earlier: list[dict]) -> None:
+        """Name a trial's earlier attempts in its trajectory (when it has one under `out_dir`)."""
+        if self.out_dir is None or not record.trajectory_path:
+            return
+        try:
+            note_earlier_attempts(self.out_dir / record.trajectory_path, earlier)
+        except (OSError, ValueError):  # no readable trajectory: the row still lists them
+            pass
+
+    def earlier_attempts(self, trial_key: str) -> list[dict]:
+        """The attempts of a trial kept so far (this run's and earlier runs'), oldest first."""
+        with self._attempts_lock:
+            return list(self._earlier_attempts().get(trial_key, []))
+
+    def _earlier_attempts(self) -> dict[str, list[dict]]:
+        if self._earlier is None:
+            self._earlier = {}
+            for row in self.attempts():
+                self._earlier.setdefault(row.trial_key, []).append(_attempt_note(row))
+            for notes in self._earlier.values():
+                for n, note in enumerate(notes, start=1):
+                    note["attempt"] = n
+        return self._earlier
 
     def attempts(self) -> list[TrialRecord]:
         """Every failed attempt kept so far, oldest first (unreadable lines skipped; with a mirror, the
@@ -175,6 +204,13 @@ class TrialJournal:
             except ValidationError:
                 continue
         return rows
+
+
+def _attempt_note(record: TrialRecord) -> dict:
+    """One earlier attempt as the trial's row lists it."""
+    first_line = (record.error or "").strip().splitlines()
+    return {"attempt": record.attempts, "exit_reason": record.exit_reason,
+            "error": first_line[0][:300] if first_line else None, "trajectory_path": record.trajectory_path}
 
 
 def check_journal_tree(root: Path) -> None:
@@ -224,47 +260,63 @@ def run_trials(
     description: str = "trials",
     progress: bool = True,
     slots: threading.Semaphore | None = None,
+    retries: Retries | None = None,
 ) -> list[TrialRecord]:
     """Run every spec without a result in the journal; return all records in spec order.
 
-    Trials run in a bounded thread pool (they wait on sandbox processes); with `slots`, each trial
+    Trials run in a bounded thread pool (they wait on sandbox processes); with `slots`, each attempt
     also holds one of them while it runs, so calls running side by side (several partitions) share
-    one bound. A trial that ends in
-    `harness_error`, returned by `execute` or raised from it (an infrastructure failure: sandbox,
-    snapshot, disk), is returned as such for this run's table (left out of every estimate) and kept
-    in the attempts journal, not the journal: the next run tries it again.
+    one bound. An attempt without a result (hrbench.exits: returned by `execute`, or anything raised
+    from it, which becomes `harness_error`) is kept in the attempts journal and, when its reason is
+    one of `retries.transient`, tried again with the same spec after a backoff, up to
+    `retries.max_attempts` (default: the study default). A trial still without a result is returned
+    as such for this run's table (missing: left out of every estimate); the next run tries it again.
     """
     specs = list(specs)
+    retries = retries or Retries()
     done = journal.load()
     todo = [s for s in specs if s.key not in done]
 
-    def guarded(spec: TrialSpec) -> TrialRecord:
-        if slots is None:
-            return attempt(spec)
-        with slots:
-            return attempt(spec)
-
-    def attempt(spec: TrialSpec) -> TrialRecord:
+    def once(spec: TrialSpec) -> TrialRecord:
         start = time.monotonic()
-        # when the trial began: the evidence-order check compares it with the time P_expected was fixed
+        # when the attempt began: the evidence-order check compares it with the time P_expected was fixed
         started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         try:
-            record = execute(spec)
+            if slots is None:
+                record = execute(spec)
+            else:
+                with slots:
+                    record = execute(spec)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
             record = _error_record(spec, time.monotonic() - start, error)
         return record.model_copy(update={"started_at": started_at})
 
+    def attempts(spec: TrialSpec) -> TrialRecord:
+        """Attempts of one trial in this run; the last one's row, every earlier one kept as an attempt."""
+        for retry in range(retries.max_attempts):
+            if retry:
+                time.sleep(retries.backoff(retry))  # holding no slot: others run meanwhile
+            record = once(spec)
+            final = not is_missing(record.exit_reason) or record.exit_reason not in retries.transient \
+                or retry == retries.max_attempts - 1
+            if final:
+                break
+            journal.append_attempt(record)
+        earlier = journal.earlier_attempts(spec.key)
+        record = record.model_copy(update={"attempts": len(earlier) + 1, "earlier_attempts_json": json.dumps(earlier)})
+        if earlier:
+            journal.note_attempts(record, earlier)
+        return journal.append_attempt(record) if is_missing(record.exit_reason) else record
+
     bar = tqdm(total=len(specs), initial=len(specs) - len(todo), desc=description, unit="trial",
                disable=not progress, leave=False, dynamic_ncols=True)
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        futures = [pool.submit(guarded, s) for s in todo]
+        futures = [pool.submit(attempts, s) for s in todo]
         try:
             for future in as_completed(futures):
                 record = future.result()
-                if record.exit_reason in RETRYABLE_EXIT_REASONS:
-                    record = journal.append_attempt(record)
-                else:
+                if not is_missing(record.exit_reason):
                     journal.append(record)
                 done[record.trial_key] = record
                 bar.update(1)

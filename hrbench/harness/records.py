@@ -8,11 +8,8 @@ from typing import Literal
 import pandas as pd
 from pydantic import BaseModel
 
-# limit_exceeded: the agent went past a fixed bound of the harness (e.g. a reply too large); an agent failure.
-# verifier_error: the verifier left no usable reward file (Harbor's RewardFileNotFoundError); retried on resume.
-ExitReason = Literal["passed", "failed", "timeout", "turn_cap", "early_exit", "harness_error", "limit_exceeded",
-                     "verifier_error"]
-RETRYABLE_EXIT_REASONS = frozenset({"harness_error", "verifier_error"})
+from hrbench.exits import ExitReason
+
 TrialKind = Literal["checkpoint", "natural"]
 
 
@@ -81,6 +78,10 @@ class TrialRecord(TrialSpec):
     # not an input of the estimand (docs/tasks.md, "min_reward, multi_step_reward_strategy and the estimand")
     harbor_reward: float | None = None
     started_at: str | None = None  # ISO 8601, UTC: when the harness began the trial (None: not run by the harness)
+    attempts: int = 1  # attempts of this trial so far, this one included (hrbench.exits: no-result ones are retried)
+    # the earlier attempts, oldest first: [{attempt, exit_reason, error, trajectory_path}] (their rows are in the
+    # attempts journal, their trajectories beside this one as `….attempt-N.json.gz`); none enters an estimate
+    earlier_attempts_json: str = "[]"
 
 
 def records_table(records: list[TrialRecord]) -> pd.DataFrame:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -85,12 +86,25 @@ class TrajectoryRecorder:
             "final_metrics": {**final_metrics, "total_steps": len(self.steps)},
             "extra": {**extra, "hrbench_messages": [m.model_dump() for m in self.messages]},
         }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
-        # Compressed JSON (DESIGN §8): a study writes one trajectory per trial, mostly repeated text.
-        tmp.write_bytes(gzip.compress(json.dumps(doc, ensure_ascii=False).encode(), compresslevel=6))
-        os.replace(tmp, path)
-        return path
+        return _write_atomically(path, doc)
+
+
+def note_earlier_attempts(path: Path, attempts: list[dict]) -> None:
+    """Add a trial's earlier attempts (`TrialRecord.earlier_attempts_json`) to its trajectory's root `extra`,
+    so the trajectory of the attempt that counts names the ones that did not."""
+    doc = read_trajectory(path)
+    doc.setdefault("extra", {})["earlier_attempts"] = attempts
+    _write_atomically(path, doc)
+
+
+def _write_atomically(path: Path, doc: dict) -> Path:
+    """A crash never leaves half a file that a row points to."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp-{os.getpid()}-{threading.get_ident()}")
+    # Compressed JSON (DESIGN §8): a study writes one trajectory per trial, mostly repeated text.
+    tmp.write_bytes(gzip.compress(json.dumps(doc, ensure_ascii=False).encode(), compresslevel=6))
+    os.replace(tmp, path)
+    return path
 
 
 def load_matched_prefix(rollouts: list[Path], stage_index: int, trial_index: int) -> list[Message] | None:

@@ -65,3 +65,9 @@ def after(column: str, earlier: str, meaning: str) -> Rule:
     """Every row's `column` strictly later than its `earlier` (rows missing either are left to `present`)."""
     return Rule(expectation="ExpectColumnPairValuesAToBeGreaterThanB", column=column, meaning=meaning,
                 arguments={"column_B": earlier, "or_equal": False, "ignore_row_if": "either_value_is_missing"})
+
+
+def not_above(column: str, limit: str, meaning: str) -> Rule:
+    """Every row's `column` at most its `limit` column (rows missing either are left to `present`)."""
+    return Rule(expectation="ExpectColumnPairValuesAToBeGreaterThanB", column=limit, meaning=meaning,
+                arguments={"column_B": column, "or_equal": True, "ignore_row_if": "either_value_is_missing"})

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import get_args
 
 import pandas as pd
 
 from hrbench.design import StudyDesign
-from hrbench.harness.records import ExitReason, TrialSpec
+from hrbench.exits import ALL_EXIT_REASONS, is_missing
+from hrbench.harness.records import TrialSpec
+from hrbench.protocol import Retries
 from hrbench.quality.gx import SuiteResult, validate
-from hrbench.quality.rules import Rule, after, at_least, between, exactly, one_of, present, unique
+from hrbench.quality.rules import Rule, after, at_least, between, exactly, not_above, one_of, present, unique
 
-EXIT_REASONS = frozenset(get_args(ExitReason))
+EXIT_REASONS = frozenset(ALL_EXIT_REASONS)
 KEY = "row_key"  # the joined key columns of a per-agent table, the column its key rules judge
 TRIAL_INDEX = ["trial_key"]
 NON_NEGATIVE = ("tokens_in", "tokens_out", "cost_usd", "turns", "wall_s")
@@ -27,6 +28,9 @@ TRIALS_REMEDY = ("re-materialize {suite} for these partitions (trials resume fro
                  "by hand or copied from another study's output is replaced by that")
 TABLE_REMEDY = ("re-materialize {suite} for these agents; if it fails again with unchanged inputs, the analysis "
                 "wrote an impossible value: report it with this message")
+RETRY_REMEDY = ("re-run the same command: {n} trial(s) will be retried (a trial without a result after its "
+                "attempts is missing, not failed; the study's retries.max_missing_share tolerates {share:g} of a "
+                "cell's trials). If they fail again, the last error says why")
 ORDER_REMEDY = ("natural trials observed before their prediction cannot be compared with it: materialize "
                 "{condition}/expected_success first, and re-run a study whose trials started earlier into a new --out")
 
@@ -67,10 +71,46 @@ def trial_frame(trials: pd.DataFrame) -> pd.DataFrame:
                          stage_reward_max=[max(r) if r else None for r in rewards])
 
 
-def check_trials(suite: str, trials: pd.DataFrame, specs: Iterable[TrialSpec], prereg_sha256: str) -> SuiteResult:
-    """Validate a checkpoint or natural trial table against the trials pre-registered for its partitions."""
-    return validate(suite, trial_frame(trials), trial_rules(specs, prereg_sha256), TRIAL_INDEX,
+def check_trials(suite: str, trials: pd.DataFrame, specs: Iterable[TrialSpec], prereg_sha256: str,
+                 retries: Retries = Retries()) -> SuiteResult:
+    """Validate a checkpoint or natural trial table against the trials pre-registered for its partitions, and
+    each cell's missing trials (no result after their attempts) against `retries.max_missing_share`."""
+    specs = list(specs)
+    rows = validate(suite, trial_frame(trials), trial_rules(specs, prereg_sha256), TRIAL_INDEX,
                     TRIALS_REMEDY.format(suite=suite))
+    cells, tolerated = missing_cells(trials, specs, retries)
+    share = validate(suite, cells, [between("m_missing", 0, tolerated, (
+        f"at most {tolerated} of each cell's trials may be missing (retries.max_missing_share "
+        f"{retries.max_missing_share:g})"))], ["cell", "m_planned", "m_missing", "last_error"])
+    remedies = [rows.remedy] * (not rows.success) + \
+        [RETRY_REMEDY.format(n=int(cells["m_missing"].sum()), share=retries.max_missing_share)] * (not share.success)
+    return SuiteResult(suite=suite, rows=rows.rows, outcomes=rows.outcomes + share.outcomes,
+                       remedy="; ".join(remedies))
+
+
+def missing_cells(trials: pd.DataFrame, specs: list[TrialSpec], retries: Retries) -> tuple[pd.DataFrame, int]:
+    """One row per cell of the pre-registered trials (a checkpoint unit of a protocol, or a condition's natural
+    rollouts of a task): planned and missing trials and the last error of a missing one; and how many a cell
+    may miss."""
+    def cell(agent: str, kind: str, protocol: str, task: str, stage: str | None) -> str:
+        return "/".join([agent, task, protocol, stage]) if kind == "checkpoint" else "/".join([agent, task, protocol])
+
+    planned: dict[str, int] = {}
+    for s in specs:
+        key = cell(s.agent, s.kind, s.protocol, s.task, s.stage)
+        planned[key] = planned.get(key, 0) + 1
+    missing: dict[str, list[str]] = {}
+    if len(trials):
+        gone = trials[trials["exit_reason"].map(lambda r: r in EXIT_REASONS and is_missing(r)).astype(bool)]
+        for row in gone.sort_values("trial_index").to_dict("records"):
+            error = next((line for line in str(row.get("error") or "").splitlines() if line.strip()), "")
+            missing.setdefault(cell(row["agent"], row["kind"], row["protocol"], row["task"], row["stage"]), []).append(
+                f"{row['exit_reason']}: {error[:200]}")
+    frame = pd.DataFrame([{"cell": k, "m_planned": n, "m_missing": len(missing.get(k, [])),
+                           "last_error": (missing.get(k) or [None])[-1]} for k, n in planned.items()],
+                         columns=["cell", "m_planned", "m_missing", "last_error"])
+    per_cell = {n for n in planned.values()}
+    return frame, min((retries.tolerated(n) for n in per_cell), default=0)
 
 
 def _check_keyed(suite: str, frame: pd.DataFrame, columns: list[str], wanted: set[str], rules: list[Rule],
@@ -83,11 +123,14 @@ def _check_keyed(suite: str, frame: pd.DataFrame, columns: list[str], wanted: se
 
 
 def check_stage_estimates(frame: pd.DataFrame, design: StudyDesign, agents: list[str], condition: str) -> SuiteResult:
-    """q̂ of every stage of every task, from exactly the pre-registered m_i trials, inside [0, 1]."""
+    """q̂ of every stage of every task, from the pre-registered m_i trials less the missing ones, inside [0, 1]."""
     columns = ["agent", "condition", "task", "stage"]
     wanted = {"|".join((a, condition, t.name, s.name)) for a in agents for t in design.tasks for s in t.stages}
+    planned = design.study.trials.checkpoint
     rules = [_stamped(design.prereg_sha256), *(_unit(c, c) for c in ("q_hat", "q_ci_low", "q_ci_high")),
-             one_of("m", {design.study.trials.checkpoint}, "every q̂ must come from the pre-registered m_i trials")]
+             one_of("m_planned", {planned}, f"every stage's m_planned must be the pre-registered m_i = {planned}"),
+             not_above("m", "m_planned", "every q̂ must come from at most the pre-registered m_i trials (m_used "
+                                         "≤ m_planned; the shortfall is m_missing, trials without a result)")]
     return _check_keyed(f"{condition}/stage_estimates", frame, columns, wanted, rules)
 
 

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
+from hrbench.exits import is_missing
 from hrbench.report import figures
 from hrbench.stats.dense import (
     PASS_THRESHOLDS,
@@ -157,14 +158,16 @@ def dense_summary(dense: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
         return pd.DataFrame()
     dense = dense.assign(condition=figures.condition_column(dense))
     rows = []
-    for (agent, condition), g in dense.groupby(["agent", "condition"], sort=False):
+    for (agent, condition), every in dense.groupby(["agent", "condition"], sort=False):
+        g = every[~every["exit_reason"].map(is_missing).astype(bool)]  # missing runs have no R to average
         R = g["reward"].to_numpy(dtype=float)
         mean = mean_reward(R, level)
-        row: dict[str, object] = {"agent": agent, "condition": condition, "runs": mean.n, "mean_R": mean.mean,
+        row: dict[str, object] = {"agent": agent, "condition": condition, "runs": mean.n,
+                                  "missing": len(every) - len(g), "mean_R": mean.mean,
                                   "mean_R_ci": f"[{mean.ci_low:.3f}, {mean.ci_high:.3f}]"}
         for p in pass_at_1_table(R, PASS_THRESHOLDS, level):
             row[f"pass@1(τ={p.tau:g})"] = f"{p.k}/{p.n} = {p.rate:.3f} [{p.ci_low:.3f}, {p.ci_high:.3f}]"
-        failures = failure_summary(list(g["exit_reason"]), R)
+        failures = failure_summary(list(every["exit_reason"]), every["reward"].to_numpy(dtype=float))
         row.update({f"n_{t}": c for t, c in failures.counts.items()})
         row["false_finishes"] = failures.false_finishes
         for column in ("tokens", "turns", "wall_s", "cost_usd"):
@@ -178,7 +181,7 @@ def depth_correlation(structure: pd.DataFrame, natural: pd.DataFrame, level: flo
     """Rank partial correlation of the per-task pass rate with D controlling for W (when D is known)."""
     if not len(structure) or "depth" not in structure or not len(natural):
         return None
-    rates = natural[natural["exit_reason"] != "harness_error"].groupby("task")["passed"].mean()
+    rates = natural[~natural["exit_reason"].map(is_missing).astype(bool)].groupby("task")["passed"].mean()
     rows = structure[structure["depth"].notna()].assign(pass_rate=lambda f: f["task"].map(rates)).dropna(
         subset=["pass_rate"])
     if len(rows) < 5:  # Fisher z needs n − 3 − k > 0 and a handful of tasks to mean anything
@@ -191,7 +194,8 @@ def depth_correlation(structure: pd.DataFrame, natural: pd.DataFrame, level: flo
 
 
 def raw_counts(stage_estimates: pd.DataFrame, observed: pd.DataFrame, natural: pd.DataFrame) -> pd.DataFrame:
-    """Raw counts per agent, condition and task: checkpoint k/m per stage, natural k0/m0, harness errors."""
+    """Raw counts per agent, condition and task: checkpoint k/m per stage (m: trials with a result), natural
+    k0/m0, and the missing trials (no result after their attempts) of each."""
     if not len(observed):
         return pd.DataFrame()
     obs = observed.assign(condition=figures.condition_column(observed))
@@ -204,9 +208,10 @@ def raw_counts(stage_estimates: pd.DataFrame, observed: pd.DataFrame, natural: p
         tasks["checkpoint k/m per stage"] = [ck.get((a, c, t)) for a, c, t in
                                              zip(tasks["agent"], tasks["condition"], tasks["task"])]
     if len(natural) and "condition" in natural:
-        errors = natural[natural["exit_reason"] == "harness_error"].groupby(["agent", "condition", "task"]).size()
-        tasks["natural harness errors"] = [int(errors.get((a, c, t), 0)) for a, c, t in
-                                           zip(tasks["agent"], tasks["condition"], tasks["task"])]
+        missing = natural[natural["exit_reason"].map(is_missing).astype(bool)]
+        errors = missing.groupby(["agent", "condition", "task"]).size()
+        tasks["natural missing"] = [int(errors.get((a, c, t), 0)) for a, c, t in
+                                    zip(tasks["agent"], tasks["condition"], tasks["task"])]
     return tasks
 
 

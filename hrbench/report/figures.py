@@ -19,6 +19,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
+from hrbench.exits import is_missing
 from hrbench.stats.dense import pareto_frontier
 
 BLUE, RED, GREY = "#2b6cb0", "#c53030", "#718096"
@@ -239,7 +240,7 @@ def survival_table(natural: pd.DataFrame, estimates: pd.DataFrame | None = None)
     """
     if not len(natural):
         return pd.DataFrame(columns=["agent", "condition", "k", "observed", "expected", "n"])
-    nat = natural[natural["exit_reason"] != "harness_error"].assign(condition=condition_column(natural))
+    nat = natural[~natural["exit_reason"].map(is_missing).astype(bool)].assign(condition=condition_column(natural))
     cumq: dict[tuple[str, str, str], np.ndarray] = {}
     if estimates is not None and len(estimates):
         est = estimates.assign(condition=condition_column(estimates))

@@ -2,7 +2,9 @@
 
 Every interval is named by its estimand (`ci_estimand` for the headline `ci_low`/`ci_high`;
 `trial_ci_*` is always "tasks: fixed") and sits beside the truth it targets for sim agents
-(`true_gamma_sampled` / `true_gamma`). Infinite interval ends (one-sided intervals) are the
+(`true_gamma_sampled` / `true_gamma`). `m_planned`, `m_used` and `m_missing` count the row's trials
+(checkpoint and natural) as pre-registered, with a result, and missing (no result after their
+attempts; left out of the estimate). Infinite interval ends (one-sided intervals) are the
 strings "Infinity" / "-Infinity"; `null` means undefined (docs/statistics.md §3).
 """
 
@@ -23,6 +25,7 @@ SUMMARY_FIELDS = [
     "ci_estimand", "ci_low", "ci_high", "ci_method", "df", "true_gamma_sampled",
     "trial_ci_low", "trial_ci_high", "trial_ci_method", "true_gamma",
     "se_delta", "zero_rule", "zero_rule_applied", "flags", "bound", "bound_value", "quadrant", "n_excluded",
+    "m_planned", "m_used", "m_missing",
 ]
 
 

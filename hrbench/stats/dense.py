@@ -15,10 +15,12 @@ Over a set of runs T:
 * mean reward R̄ = (1/|T|) Σ_t R_t (eq. 7), with a Student-t interval on the mean of the runs,
   clipped to [0, 1] (the original reports no interval at all: the review's complaint W6).
 
-A run with R < τ_fail (0.95) is a failure of one of three types (§5.1): *timeout* (a budget ran
-out while the agent was working: hrbench's ``timeout`` and ``turn_cap`` exits), *early exit* (the
-agent stopped on its own: ``failed``, ``early_exit``, or a ``passed`` exit whose dense reward is
-below τ_fail) and *harness error*. A false finish (§5.2) is an early exit with R ≥ 0.75.
+A run with R < τ_fail (0.95) is a failure of one of three types (§5.1): *timeout* (a budget or a
+fixed bound of the harness ran out while the agent was working: hrbench's ``timeout``, ``turn_cap``
+and ``limit_exceeded`` exits), *early exit* (the agent stopped on its own: ``failed``,
+``early_exit``, or a ``passed`` exit whose dense reward is below τ_fail) and *harness error* (every
+exit without a result, :mod:`hrbench.exits`: not the agent's failure, never a pass; the report
+leaves such runs out of R̄ and pass@1). A false finish (§5.2) is an early exit with R ≥ 0.75.
 Everything here is a pure function of arrays.
 """
 
@@ -32,6 +34,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 from scipy import stats
 
+from hrbench.exits import ALL_EXIT_REASONS, NO_RESULT_REASONS
 from hrbench.stats.intervals import jeffreys_interval, wilson_interval
 
 PASS_THRESHOLDS: tuple[float, ...] = (0.9, 0.95, 1.0)
@@ -42,11 +45,14 @@ _TOL = 1e-9
 
 FailureType = Literal["passed", "timeout", "early_exit", "harness_error"]
 FAILURE_TYPES: tuple[FailureType, ...] = ("timeout", "early_exit", "harness_error")
+# Every exit reason's type when R < τ (hrbench.exits is the one list: a reason missing here fails at import).
 _EXIT_TO_FAILURE: dict[str, FailureType] = {
-    "timeout": "timeout", "turn_cap": "timeout",
+    "timeout": "timeout", "turn_cap": "timeout", "limit_exceeded": "timeout",
     "failed": "early_exit", "early_exit": "early_exit", "passed": "early_exit",
-    "harness_error": "harness_error",
+    **{reason: "harness_error" for reason in NO_RESULT_REASONS},
 }
+if set(_EXIT_TO_FAILURE) != set(ALL_EXIT_REASONS):
+    raise AssertionError(f"failure types do not cover the exit reasons {sorted(set(ALL_EXIT_REASONS) ^ set(_EXIT_TO_FAILURE))}")
 
 
 def _unit_interval(values: np.ndarray, what: str) -> np.ndarray:
@@ -165,12 +171,12 @@ def mean_reward(R: Sequence[float] | np.ndarray, level: float = 0.95) -> MeanRew
 
 def failure_type(exit_reason: str, R: float, tau: float = FAILURE_THRESHOLD) -> FailureType:
     """The review's §5.1 type of one run: 'passed' when R ≥ τ, else timeout / early exit / harness error."""
-    if exit_reason == "harness_error":
-        return "harness_error"  # a broken trial is never a pass, whatever its partial reward
-    if R >= tau - _TOL:
-        return "passed"
     if exit_reason not in _EXIT_TO_FAILURE:
         raise ValueError(f"unknown exit reason {exit_reason!r}; expected one of {sorted(_EXIT_TO_FAILURE)}")
+    if exit_reason in NO_RESULT_REASONS:
+        return "harness_error"  # no result is never a pass, whatever its partial reward
+    if R >= tau - _TOL:
+        return "passed"
     return _EXIT_TO_FAILURE[exit_reason]
 
 
