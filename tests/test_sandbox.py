@@ -154,7 +154,7 @@ def test_reward_json_sub_rewards_are_kept_unclamped(tmp_path: Path):
 
 
 def test_the_sandbox_runs_unprivileged_with_the_stated_rlimits(tmp_path: Path):
-    from hrbench.envs.confine import SANDBOX_UID, SandboxLimits, privileged
+    from hrbench.envs.local.confine import SANDBOX_UID, SandboxLimits, privileged
 
     limits = SandboxLimits(memory_mb=300, cpu_sec=77, workspace_mb=50)
     env = LocalBackend(tmp_path / "cache", limits=limits).start(load_task(TINY_TASK), 0)

@@ -1,6 +1,6 @@
 """Environment backends by name: a study's trials run on whichever backend is registered as asked.
 
-`local` (bubblewrap sandboxes, envs/local.py) and `docker` (any Docker-API engine, envs/docker.py)
+`local` (bubblewrap sandboxes, envs/local/) and `docker` (any Docker-API engine, envs/docker/)
 are registered here; another backend registers beside them with `register_backend` and is then
 chosen by name, never by class.
 """

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hrbench.envs.confine import (
+from hrbench.envs.local.confine import (
     SANDBOX_GID,
     SANDBOX_UID,
     SandboxLimits,

@@ -37,7 +37,7 @@ from pathlib import Path
 from hrbench.agents.command import CommandAgent
 from hrbench.agents.specs import CommandAgentSpec
 from hrbench.envs import states
-from hrbench.envs.confine import SANDBOX_UID, SandboxLimits, privileged
+from hrbench.envs.local.confine import SANDBOX_UID, SandboxLimits, privileged
 from hrbench.envs.local import LocalBackend
 from hrbench.harness.records import TrialSpec
 from hrbench.harness.trajectory import read_trajectory

@@ -32,7 +32,7 @@ from hrbench.envs.base import (
     ready_for_first_stage,
     task_env,
 )
-from hrbench.envs.confine import (
+from hrbench.envs.local.confine import (
     LAUNCH_ENV,
     SANDBOX_PATH,
     SandboxLimits,
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 __all__ = ["LocalBackend", "LocalEnvironment", "SandboxLimits", "bwrap_available", "copy_tree"]
 
 log = logging.getLogger(__name__)
-CHECK_LIBRARY = Path(__file__).resolve().parent.parent / "tasks" / "checks.sh"
+CHECK_LIBRARY = Path(__file__).resolve().parents[2] / "tasks" / "checks.sh"
 EXEC_OUTPUT_LIMIT = 256 * 1024  # head + tail kept of one exec's output
 VERIFIER_OUTPUT_LIMIT = 64 * 1024  # head + tail kept of a verifier's output
 _KILL_GRACE_S = 5.0

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hrbench.envs.base import ExecResult, SandboxError, VerifierResult, WorkdirFile, ready_for_first_stage, task_env
-from hrbench.envs.confine import SANDBOX_PATH
+from hrbench.envs.local.confine import SANDBOX_PATH
 from hrbench.envs.local import (
     CHECK_LIBRARY,
     PERSIST_DIR,
