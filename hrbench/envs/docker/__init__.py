@@ -42,22 +42,25 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hrbench.envs.base import ExecResult, SandboxError, VerifierResult, WorkdirFile, ready_for_first_stage, task_env
-from hrbench.envs.local.confine import SANDBOX_PATH
-from hrbench.envs.local import (
+from hrbench.envs.base import (
     CHECK_LIBRARY,
     PERSIST_DIR,
-    LocalEnvironment,
-    _read_rewards,
-    _unit,
+    SANDBOX_PATH,
+    ExecResult,
+    SandboxError,
+    StagedEnvironment,
+    VerifierResult,
+    WorkdirFile,
+    backend_script,
+    ready_for_first_stage,
+    score_rewards,
+    task_env,
 )
 from hrbench.envs.shell import PersistentShell
 from hrbench.harness.truncation import HeadTail
 from hrbench.tasks.harbor import (
     ARTIFACTS_LIMIT_BYTES,
     ARTIFACTS_MANIFEST,
-    RewardError,
-    primary_reward,
     save_artifacts,
 )
 from hrbench.tasks.model import Stage, Task
@@ -83,178 +86,19 @@ _ENV = {"PATH": SANDBOX_PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}
 _ULIMITS = {"nofile": 1024, "nproc": 1024}
 _LONG_COMMAND = 100_000  # longer commands go in as a file (one argv string is capped at 128 KiB)
 
-# Run as root inside the container. Modes:
-#   all          SIGKILL every process but PID 1, the main process, this script and its parent
-#                (_VERIFY runs it as a child), until none is left; then empty /tmp
-#   tree SHELL   the descendants of a DockerShell's bash only (its interrupt); `end SHELL`: them and it
-# SHELL is the shell's nonce, found on its bash's command line with PPid 0 (only an exec has that
-# in the container, so the agent cannot fake one). Victims are stopped before they are killed, so
-# nothing forks away meanwhile. Pure bash over /proc (no forks in the loop): any image with bash.
-_REAPER = r"""
-mode=$1 shell=hrbench-shell-${2:-}
-declare -A keep=([1]=1 [$$]=1 [$PPID]=1) roots=() parent=()
-scan() {  # parent[] of every live process; PID 1's oldest child (the container's main process) is kept
-  parent=(); roots=()
-  local d p line f argv oldest= first=
-  for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    { read -r line < "$d/stat"; } 2>/dev/null || continue
-    read -r -a f <<< "${line##*) }"  # f[0] state, f[1] ppid, f[19] start time
-    [ "${f[0]}" = Z ] || [ "${f[1]}" = $$ ] && continue
-    parent[$p]=${f[1]}
-    if [ "${f[1]}" = 0 ] && [ "$mode" != all ]; then
-      { mapfile -d '' -t argv < "$d/cmdline"; } 2>/dev/null
-      [ "${argv[-1]:-}" = "$shell" ] && roots[$p]=1
-    fi
-    if [ "${f[1]}" = 1 ] && { [ -z "$first" ] || [ "${f[19]}" -lt "$first" ]; }; then first=${f[19]}; oldest=$p; fi
-  done
-  [ -n "$oldest" ] && keep[$oldest]=1
-}
-for round in $(seq 100); do
-  scan; victims=()
-  for p in "${!parent[@]}"; do
-    [ -n "${keep[$p]:-}" ] && continue
-    [ "$mode" = end ] && [ -n "${roots[$p]:-}" ] && { victims+=("$p"); continue; }
-    if [ "$mode" != all ]; then
-      q=${parent[$p]}; hit=
-      while [ -n "$q" ] && [ "$q" != 0 ] && [ "$q" != 1 ]; do
-        [ -n "${roots[$q]:-}" ] && { hit=1; break; }
-        q=${parent[$q]:-}
-      done
-      [ -n "$hit" ] || continue
-    fi
-    victims+=("$p")
-  done
-  if [ ${#victims[@]} -eq 0 ]; then
-    [ "$mode" = all ] && find /tmp -mindepth 1 -delete 2>/dev/null
-    exit 0
-  fi
-  kill -STOP "${victims[@]}" 2>/dev/null; kill -KILL "${victims[@]}" 2>/dev/null
-done
-echo "hrbench: processes survived 100 kill rounds" >&2; exit 1
-"""
+# The scripts the harness runs in the container (as root unless said), files beside this module:
+# what each does and its arguments are in its header.
+_REAPER = backend_script(__name__, "reaper.sh")  # kill the agent's processes (all, or one shell's)
+_VERIFY = backend_script(__name__, "verify.sh")  # one verification in one exec
+_SOLVE = backend_script(__name__, "solve.sh")  # Harbor's oracle, as local runs it
+_TAR_PATHS = backend_script(__name__, "tar_paths.sh")  # a tar of the workdir and persisted paths
+_WRAP = backend_script(__name__, "wrap.sh")  # the agent's command, bounded, its group killed after
+_RELAY = backend_script(__name__, "relay.py")  # the persistent shell's host side (python -I -S)
 
-# One verification in one exec, as root: kill every agent process, shells included (_REAPER), move
-# the tests in from the root-only directory put_archive filled, run them as the agent user (as local
-# does; /logs is theirs, so checks.sh keeps its private results in the log root that `untrusted`
-# hides whole) under `timeout` in their own process group, kill whatever they left, remove /tests, keep
-# /logs in the private directory, and print the reward files, each behind a nonce read from that
-# directory: the verifier's output may quote agent files, but no agent could have learnt the
-# nonce to forge a reward line. Exit 86: the agent could not be stopped.
-_VERIFY = r"""
-reaper=$1 priv=$2 limit=$3 user=$4; shift 4
-for d in /.hrbench-verify-*; do [ "$d" = "$priv" ] || rm -rf "$d"; done
-rm -rf /tests
-bash -c "$reaper" hrbench all > "$priv/reaped" 2>&1 \
-  || { echo "hrbench: could not stop the agent's processes: $(tail -c 400 "$priv/reaped")"; exit 86; }
-# /logs starts as local's fresh one: nothing but the persisted /logs/artifacts (Harbor's), and verifier/
-find /logs -mindepth 1 -maxdepth 1 ! -name artifacts -exec rm -rf {} + 2>/dev/null
-mv "$priv/tests" /tests && mkdir -p /logs/verifier && chown -R "$user" /logs || exit 86
-setpriv --reuid="${user%%:*}" --regid="${user##*:}" --clear-groups \
-  timeout -s KILL "$limit" bash /tests/test.sh < /dev/null & p=$!; { wait $p; } 2>/dev/null; rc=$?
-bash -c "$reaper" hrbench all > "$priv/reaped" 2>&1
-rm -rf /tests; mv /logs/verifier "$priv/verifier"
-find /logs -mindepth 1 -maxdepth 1 ! -name artifacts -exec rm -rf {} + 2>/dev/null; chown 0:0 /logs
-read -r nonce < "$priv/nonce"
-for f in reward.txt reward.json; do
-  [ -f "$priv/verifier/$f" ] && [ ! -L "$priv/verifier/$f" ] \
-    && { printf '\n%s %s\n' "$nonce" "$f"; head -c 65536 "$priv/verifier/$f"; }
-done
-# the artifact paths present now (as local: none through a symlink on the way; an empty /logs/artifacts is none)
-for a in "$@"; do
-  q= bad=; IFS=/ read -r -a parts <<< "${a#/}"
-  for c in "${parts[@]}"; do q="$q/$c"; [ "$q" != "$a" ] && [ -L "$q" ] && bad=1; done
-  [ -n "$bad" ] || { [ ! -L "$a" ] && [ ! -e "$a" ]; } && continue
-  [ "$a" = /logs/artifacts ] && [ -d "$a" ] && [ ! -L "$a" ] && [ -z "$(ls -A "$a")" ] && continue
-  if [ -L "$a" ]; then kind=link; else kind=path; fi  # the engine's archive would follow a link: not read
-  printf '\n%s artifact\n%s %s' "$nonce" "$kind" "$a"
-done
-exit $rc
-"""
-
-# Harbor's oracle, as local runs it: the step's solution/ folder at /solution (root's, read-only to the
-# agent user), `bash /solution/solve.sh` run from WORKDIR as the agent user (so $0, BASH_SOURCE and
-# sibling helpers work), bounded and its process group killed after, as an agent command; /solution is
-# removed after. Exit 86: the folder could not be put in place.
-_SOLVE = r"""
-priv=$1 limit=$2 user=$3
-rm -rf /solution && mv "$priv/solution" /solution && rm -rf "$priv" || exit 86
-setpriv --reuid="${user%%:*}" --regid="${user##*:}" --clear-groups \
-  timeout -s KILL "$limit" bash /solution/solve.sh < /dev/null & p=$!; { wait $p; } 2>/dev/null; rc=$?
-kill -KILL -- -$p 2>/dev/null; rm -rf /solution
-exit $rc
-"""
-
-# A tar of the paths given that exist (the workdir and the persisted paths), on stdout, as root.
-_TAR_PATHS = r"""
-cd / || exit 2
-have=()
-for p in "$@"; do [ -e "${p#/}" ] && [ ! -L "${p#/}" ] && have+=("${p#/}"); done
-[ ${#have[@]} -gt 0 ] || exit 0
-exec tar -cf - --no-wildcards -- "${have[@]}"
-"""
-
-# The agent's command, bounded by `timeout` (which signals its whole process group), and
-# whatever it left running in that group killed after it: as with local, where a command's
-# sandbox dies with it, a background job does not outlive its command.
-_WRAP = ('timeout -s KILL "$1" bash -c "$2" & p=$!; { wait $p; } 2>/dev/null; rc=$?; '
-         'kill -KILL -- -$p 2>/dev/null; exit $rc')
 # The container's main process. The engine's init (`init=True`: tini on Docker, catatonit on
 # podman) is PID 1 and reaps the orphans an agent leaves, which would otherwise stay zombies and
 # count against the pids limit; the reaper spares the main process as PID 1's oldest child.
 _MAIN = ["sleep", "infinity"]
-
-# The persistent shell's host side: a process piping its stdin and stdout to a started exec's
-# hijacked connection (Docker's raw stream: 8-byte frame headers on the way out). Plain sockets
-# and the standard library only, run with `python -I -S`: it starts in a few hundredths of a
-# second, where importing the Docker SDK (and hrbench) took about a second of CPU per shell.
-# argv: unix|tcp, socket path or host:port, the request path.
-_RELAY = r"""
-import os, socket, sys, threading
-kind, where, path = sys.argv[1:4]
-if kind == "unix":
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(where)
-else:
-    host, _, port = where.rpartition(":")
-    s = socket.create_connection((host, int(port)))
-body = b'{"Detach": false, "Tty": false}'
-s.sendall(("POST %s HTTP/1.1\r\nHost: docker\r\nContent-Type: application/json\r\nConnection: Upgrade\r\n"
-           "Upgrade: tcp\r\nContent-Length: %d\r\n\r\n" % (path, len(body))).encode() + body)
-buf = b""
-while b"\r\n\r\n" not in buf:
-    chunk = s.recv(65536)
-    if not chunk:
-        sys.exit("hrbench: the Docker API closed the shell's connection: %r" % buf[:300])
-    buf += chunk
-head, _, buf = buf.partition(b"\r\n\r\n")
-if head.split(b" ", 2)[1] not in (b"101", b"200"):
-    sys.exit("hrbench: the Docker API refused the shell's exec: %r" % head[:300])
-
-def feed():
-    try:
-        while data := os.read(0, 65536):
-            s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
-
-threading.Thread(target=feed, daemon=True).start()
-while True:
-    while len(buf) >= 8 and len(buf) >= 8 + int.from_bytes(buf[4:8], "big"):
-        end = 8 + int.from_bytes(buf[4:8], "big")
-        view = memoryview(buf)[8:end]
-        while view:
-            view = view[os.write(1, view):]
-        buf = buf[end:]
-    try:
-        chunk = s.recv(65536)
-    except OSError:
-        chunk = b""
-    if not chunk:
-        break
-    buf += chunk
-"""
 
 
 def _client(docker_host: str | None = None) -> docker.DockerClient:
@@ -437,7 +281,7 @@ class DockerShell(PersistentShell):
         super().close()
 
 
-class DockerEnvironment:
+class DockerEnvironment(StagedEnvironment):
     """One trial's container; every exec runs in it as the agent user."""
 
     def __init__(self, backend: DockerBackend, task: Task, container_id: str, user: str):
@@ -512,24 +356,16 @@ class DockerEnvironment:
                                f"{result.output[-400:]}")
         return result
 
-    def begin_stage(self, stage: Stage) -> None:
-        """Before the agent's turn at `stage` (once per stage), as local: the step's workdir/ files
-        copied into WORKDIR (the agent user's), its setup.sh run there (then removed), its healthcheck
-        run. Raises SandboxError when setup.sh or a healthcheck fails."""
-        if stage.index not in self._begun and stage.workdir_files is not None:
-            files: dict[str, tuple[bytes | str | None, int]] = {}
-            _add_folder(files, stage.workdir_files, ".")
-            self.backend.client.api.put_archive(self.container_id, self.task.workdir, _tar(files))
-            done = self.root_exec('chown -R "$1" "$2"', [self.user, self.task.workdir], 60)
-            if done.exit_code != 0:
-                raise SandboxError(f"task {self.task.name!r}: step {stage.name!r}: giving its workdir/ files to the "
-                                   f"agent user failed:\n{done.output[-400:]}")
-        # the rest is local's, over this environment's `exec`: setup.sh, the healthcheck, once per stage
-        # (its workdir/ copy writes a workspace directory, done above through the engine instead)
-        LocalEnvironment.begin_stage(self, stage.model_copy(update={"workdir_files": None}))
-
-    # Docker HEALTHCHECK semantics over this environment's exec: local's loop, which needs only `exec`
-    healthcheck = LocalEnvironment.healthcheck
+    def _copy_step_files(self, stage: Stage) -> None:
+        """The step's workdir/ files into WORKDIR through the engine (put_archive resolves paths in the
+        container's root), then given to the agent user."""
+        files: dict[str, tuple[bytes | str | None, int]] = {}
+        _add_folder(files, stage.workdir_files, ".")
+        self.backend.client.api.put_archive(self.container_id, self.task.workdir, _tar(files))
+        done = self.root_exec('chown -R "$1" "$2"', [self.user, self.task.workdir], 60)
+        if done.exit_code != 0:
+            raise SandboxError(f"task {self.task.name!r}: step {stage.name!r}: giving its workdir/ files to the "
+                               f"agent user failed:\n{done.output[-400:]}")
 
     def exec(self, command: str, timeout_s: float) -> ExecResult:
         """Run `command` with bash as the agent user, bounded by `timeout_s`, with [environment.env]."""
@@ -632,11 +468,7 @@ class DockerEnvironment:
                 (Path(tmp) / name).write_bytes(data)
             # The same reward semantics as local (Harbor's: reward.txt, else reward.json's `reward`;
             # no reward file is a verifier error, never a silent 0).
-            try:
-                rewards = _read_rewards(Path(tmp))
-                reward, error = _unit(primary_reward(rewards)), None
-            except RewardError as exc:
-                rewards, reward, error = {}, 0.0, str(exc)
+            rewards, reward, error = score_rewards(Path(tmp))
         if self.artifacts_dir is not None:
             self._save_artifacts(artifacts, self.artifacts_dir / stage.name)
         return VerifierResult(reward=reward, passed=error is None and reward >= 1.0 - 1e-9, output=output[-4000:],
