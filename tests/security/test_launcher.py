@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hrbench.envs import confine
+from hrbench.envs.local import confine
 from hrbench.envs.base import SandboxError
 from hrbench.envs.local.confine import (
     LAUNCH_ENV,
