@@ -190,13 +190,14 @@ def _make_backend(kind: str, cache: Path, limits: SandboxLimits, docker_host: st
 
 def _state_digests(backend, task, out: Path) -> dict:
     """Each checkpoint state's content (local: its tree; docker: the image id its tag names) and
-    which of them still match their seals (docker: none are sealed, see docs/security.md)."""
+    which of them still match their seals (docker: the image id recorded when it was built)."""
     if isinstance(backend, LocalBackend):
         found = states.cached_states(out / "cache")
         return {"states": {str(s.relative_to(out)): states.tree_sha256(s) for s in found},
                 "states_ok": len([s for s in states.cached_states(out / "cache") if states.check(s) is None])}
     refs = [backend.state_image(task, i) for i in range(task.n_stages)]
-    return {"states": {ref: backend.client.images.get(ref).id for ref in refs}, "states_ok": len(refs)}
+    return {"states": {ref: backend.client.images.get(ref).id for ref in refs},
+            "states_ok": len([ref for ref in refs if backend.sealed_image(ref)[0] is not None])}
 
 
 def _outside(work: Path, out: Path, registry: Path, neighbour, token: str, backend, task) -> dict:

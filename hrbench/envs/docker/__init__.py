@@ -39,6 +39,7 @@ import tempfile
 import threading
 import time
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -79,6 +80,9 @@ OWNER_LABEL = "org.hrbench.backend"
 OUTPUT_LIMIT = 2 * 1024 * 1024  # bytes kept of one exec's output (first and last half)
 # Bump when what goes into a state image changes (user, ownership, setup): old images are not reused.
 STATE_RECIPE = f"3 {AGENT_USER}"
+# Under the backend's cache directory: <repo>/<tag>.image holds "<tag> <image id>" of each state image,
+# written when it is committed, checked at its first reuse in a process and by `hrbench verify`.
+IMAGE_SEALS = "docker-states"
 _ENV = {"PATH": SANDBOX_PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}
 # An explicit ulimit list replaces the engine's configured defaults, and podman then sets its built-in
 # ones (2^20 open files and processes), which a host without CAP_SYS_RESOURCE refuses ("error setting
@@ -90,6 +94,7 @@ _LONG_COMMAND = 100_000  # longer commands go in as a file (one argv string is c
 # what each does and its arguments are in its header.
 _REAPER = backend_script(__name__, "reaper.sh")  # kill the agent's processes (all, or one shell's)
 _VERIFY = backend_script(__name__, "verify.sh")  # one verification in one exec
+_VERIFY_STARTED = "hrbench: verification started\n"  # verify.sh's first line: the exec did start
 _SOLVE = backend_script(__name__, "solve.sh")  # Harbor's oracle, as local runs it
 _TAR_PATHS = backend_script(__name__, "tar_paths.sh")  # a tar of the workdir and persisted paths
 _WRAP = backend_script(__name__, "wrap.sh")  # the agent's command, bounded, its group killed after
@@ -99,6 +104,47 @@ _RELAY = backend_script(__name__, "relay.py")  # the persistent shell's host sid
 # podman) is PID 1 and reaps the orphans an agent leaves, which would otherwise stay zombies and
 # count against the pids limit; the reaper spares the main process as PID 1's oldest child.
 _MAIN = ["sleep", "infinity"]
+
+
+def check_image_seal(client: docker.DockerClient, record: Path, ref: str) -> tuple[str | None, str | None]:
+    """(image id, None) when the engine's `ref` is the image whose id `record` holds, else (None, why).
+
+    An image id is the sha256 of the image's configuration, which holds the sha256 of each layer's
+    content (its diff_id, computed when the layer was committed): a retagged or replaced image has
+    another id. (A layer edited in place inside the engine's storage is not seen: only the engine's
+    root can do that.)"""
+    import docker
+
+    try:
+        recorded_ref, recorded = record.read_text().split()
+    except FileNotFoundError:
+        return None, f"no image id recorded ({record.name} is missing)"
+    except ValueError:
+        return None, f"its record {record} is unreadable"
+    try:
+        actual = client.images.get(ref).id
+    except docker.errors.ImageNotFound:
+        return None, "the image is gone from the engine"
+    if recorded_ref != ref or actual != recorded:
+        return None, f"image {actual[7:19]} differs from the {recorded[7:19]} recorded when it was built"
+    return actual, None
+
+
+def sealed_state_problems(cache_dir: Path) -> Iterator[tuple[Path, str | None]]:
+    """Each state image recorded under a cache directory, with what is wrong with it (None: it holds).
+    For `hrbench verify`: the engine is DOCKER_HOST's (or the SDK's default)."""
+    records = sorted((cache_dir / IMAGE_SEALS).glob("*/*.image"))
+    if not records:
+        return
+    try:
+        client = _client()
+    except SandboxError as exc:
+        for record in records:
+            yield record, f"not checked: {exc}"
+        return
+    for record in records:
+        words = record.read_text().split()
+        yield record, check_image_seal(client, record, words[0] if words else "")[1]
 
 
 def _client(docker_host: str | None = None) -> docker.DockerClient:
@@ -456,13 +502,20 @@ class DockerEnvironment(StagedEnvironment):
         limit = self.task.verifier_timeout_sec
         paths = list(dict.fromkeys(("/logs/artifacts", *self.task.artifacts, *stage.artifacts)))
         env = task_env(self.task, self.task.verifier_env, stage.verifier_env, where="[verifier.env]")
-        run = self._run(["bash", "-c", _VERIFY, "hrbench", _REAPER, f"/{top}", f"{limit:.3f}",
-                         _numeric(self.user), *paths], "0", limit + 60, env)
+        argv = ["bash", "-c", _VERIFY, "hrbench", _REAPER, f"/{top}", f"{limit:.3f}", _numeric(self.user), *paths]
+        run = self._run(argv, "0", limit + 60, env)
+        restarted = not run.output.startswith(_VERIFY_STARTED) or run.exit_code == 86
+        if restarted:
+            # No exec could start in the container (the agent used up its processes or memory: runc joins
+            # the container's cgroups), or the reaper could not stop the agent: end every process from
+            # outside and verify in the restarted container, with the container's whole budget.
+            self._restart()
+            run = self._run(argv, "0", limit + 60, env)
         for shell in list(self.shells):  # their bash died with every other agent process
             shell._release()
-        if run.exit_code == 86:
+        if run.exit_code == 86 or not run.output.startswith(_VERIFY_STARTED):
             raise SandboxError(f"container {self.container_id[:12]}: {run.output[-400:]}")
-        output, files, artifacts = _split_verifier_output(run.output, nonce)
+        output, files, artifacts = _split_verifier_output(run.output.removeprefix(_VERIFY_STARTED), nonce)
         with tempfile.TemporaryDirectory(prefix="hrbench-reward-") as tmp:
             for name, data in files.items():
                 (Path(tmp) / name).write_bytes(data)
@@ -471,9 +524,28 @@ class DockerEnvironment(StagedEnvironment):
             rewards, reward, error = score_rewards(Path(tmp))
         if self.artifacts_dir is not None:
             self._save_artifacts(artifacts, self.artifacts_dir / stage.name)
-        return VerifierResult(reward=reward, passed=error is None and reward >= 1.0 - 1e-9, output=output[-4000:],
-                              duration_s=run.duration_s, rewards=rewards, error=error,
+        passed = error is None and reward >= 1.0 - 1e-9
+        # The restart is the agent's doing: its stage fails with this as the detail (`failed`, never a
+        # `verifier_error` it could use to veto its failure), unless the verifier passed it anyway.
+        agent_fault = None if passed or not restarted else (
+            "the agent used up the container's processes or memory (no process could start in it, or its "
+            "processes outlived the reaper): they were killed from outside and the verifier ran in the "
+            "restarted container"
+            + (f"; the verifier gave no reward ({error})" if error is not None else ""))
+        return VerifierResult(reward=reward, passed=passed, output=output[-4000:], duration_s=run.duration_s,
+                              rewards=rewards, error=None if agent_fault else error, agent_fault=agent_fault,
                               artifacts=[path for path, _ in artifacts])
+
+    def _restart(self) -> None:
+        """Every process of the container ended from outside (the engine's kill of its init needs no
+        exec in it: the pid namespace dies with PID 1), then the container started again: the same
+        writable layer (the workdir as the agent left it), a fresh /tmp, no agent process."""
+        api = self.backend.client.api
+        log.warning("container %s: no process could start in it (the agent used up its processes or memory); "
+                    "restarting it to verify", self.container_id[:12])
+        api.kill(self.container_id)
+        api.wait(self.container_id, timeout=60)
+        api.start(self.container_id)
 
     def _save_artifacts(self, paths: list[tuple[str, bool]], dest: Path) -> None:
         """The artifacts found after a verification, read out of the container (`get_archive`, the
@@ -545,7 +617,7 @@ class DockerBackend:
         self._client: docker.DockerClient | None = None
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
-        self._known: set[str] = set()  # state images seen in the engine by this process
+        self._known: dict[str, str] = {}  # state image tag -> the sealed id it was checked to name (this process)
         self._users: dict[str, str] = {}  # image -> its agent user
         self.owner = secrets.token_hex(8)  # OWNER_LABEL of this backend's containers
 
@@ -580,9 +652,26 @@ class DockerBackend:
         return "hrbench-env/" + (re.sub(r"[^a-z0-9._-]+", "-", task.name.lower()).strip("-._") or "task")
 
     def state_image(self, task: Task, stages_done: int) -> str:
-        """The tag of e_{stages_done}: a changed task or a changed recipe here is a new image."""
-        key = hashlib.sha256(f"{task.content_hash()} {STATE_RECIPE}".encode()).hexdigest()[:12]
-        return f"{self._repo(task)}:{key}-after-{stages_done}"
+        """The tag of e_{stages_done}: a changed task or a changed recipe here is a new image, and so is
+        another cache directory (another study's states are not this one's, as on local)."""
+        key = hashlib.sha256(f"{task.content_hash()} {STATE_RECIPE} {self.cache_dir.resolve()}".encode()).hexdigest()
+        return f"{self._repo(task)}:{key[:12]}-after-{stages_done}"
+
+    def _seal_path(self, ref: str) -> Path:
+        repo, tag = ref.rsplit(":", 1)
+        return self.cache_dir / IMAGE_SEALS / repo.replace("/", "_") / f"{tag}.image"
+
+    def _seal(self, ref: str, image_id: str) -> None:
+        """Record the id of the image just committed as `ref` (the harness's file, atomically)."""
+        record = self._seal_path(ref)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        partial = record.with_name(f".{record.name}.{os.getpid()}")
+        partial.write_text(f"{ref} {image_id}\n")
+        os.replace(partial, record)
+
+    def sealed_image(self, ref: str) -> tuple[str | None, str | None]:
+        """(the id `ref` names, None) when it is the image recorded when `ref` was built; else (None, why)."""
+        return check_image_seal(self.client, self._seal_path(ref), ref)
 
     def _has_image(self, ref: str) -> bool:
         import docker
@@ -649,7 +738,7 @@ class DockerBackend:
         """The image of the oracle state after the first `stages_done` stages, built once and reused."""
         self.check_supported(task)
         ref = self.state_image(task, stages_done)
-        if ref in self._known:
+        if ref in self._known:  # checked against its seal once per process
             return ref
         lock_path = self.cache_dir / "locks" / f"{ref.replace('/', '_').replace(':', '_')}.lock"
         lock_path.parent.mkdir(parents=True, exist_ok=True)
@@ -658,8 +747,11 @@ class DockerBackend:
         with self._lock(ref), open(lock_path, "w") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
             if self._has_image(ref):
-                self._known.add(ref)
-                return ref
+                image_id, problem = self.sealed_image(ref)
+                if image_id is not None:
+                    self._known[ref] = image_id
+                    return ref
+                log.warning("state image %s: %s; rebuilding it", ref, problem)
             if stages_done == 0:
                 built = self._build_task_image(task)
                 env = self._container(task, built, user="0")
@@ -682,7 +774,7 @@ class DockerBackend:
                 finally:
                     env.close()
             else:
-                env = self._container(task, self.checkpoint_state(task, stages_done - 1))
+                env = self._container(task, self._state_id(task, stages_done - 1))
                 try:
                     stage = task.stages[stages_done - 1]
                     result = env.run_solution(stage)
@@ -695,16 +787,23 @@ class DockerBackend:
                     self._commit(env, ref, env.user)
                 finally:
                     env.close()
-            self._known.add(ref)
             return ref
+
+    def _state_id(self, task: Task, stages_done: int) -> str:
+        """The sealed image id of e_{stages_done}: containers start from the id that was checked, never
+        from a tag that could be moved after the check."""
+        return self._known[self.checkpoint_state(task, stages_done)]
 
     def _commit(self, env: DockerEnvironment, ref: str, user: str) -> None:
         repo, tag = ref.rsplit(":", 1)
         # the agent user travels as a label: the image's USER stays root, so root execs need no override
         # no pause: every agent process is dead by now (nothing writes), and runc's freezer can fail
         # under load ("pausing container ... to commit"), which would fail the whole state build
-        self.client.api.commit(env.container_id, repository=repo, tag=tag, pause=False,
-                               conf={"Labels": {LABEL: env.task.name, f"{LABEL}.user": user}})
+        image_id = self.client.api.commit(env.container_id, repository=repo, tag=tag, pause=False,
+                                          conf={"Labels": {LABEL: env.task.name, f"{LABEL}.user": user}})["Id"]
+        image_id = image_id if image_id.startswith("sha256:") else f"sha256:{image_id}"
+        self._seal(ref, image_id)
+        self._known[ref] = image_id
 
     # -- containers ------------------------------------------------------------------------
 
@@ -763,7 +862,7 @@ class DockerBackend:
         """A fresh container of the checkpoint image, for one trial."""
         if state is not None:
             raise SandboxError(AGENT_STATES_UNSUPPORTED)
-        env = self._container(task, self.checkpoint_state(task, stages_done))
+        env = self._container(task, self._state_id(task, stages_done))
         ready_for_first_stage(env, task, stages_done)
         return env
 
@@ -772,7 +871,7 @@ class DockerBackend:
 
     def restore(self, env: DockerEnvironment, stages_done: int) -> None:
         """State repair: the trial continues in a new container of the oracle state e_{stages_done}."""
-        image = self.checkpoint_state(env.task, stages_done)
+        image = self._state_id(env.task, stages_done)
         for shell in list(env.shells):
             shell.close()
         fresh = self._container(env.task, image)

@@ -6,6 +6,7 @@
 # /logs in the private directory, and print the reward files, each behind a nonce read from that
 # directory: the verifier's output may quote agent files, but no agent could have learnt the
 # nonce to forge a reward line. Exit 86: the agent could not be stopped.
+echo "hrbench: verification started"  # before anything else: the harness knows the exec began
 reaper=$1 priv=$2 limit=$3 user=$4; shift 4
 for d in /.hrbench-verify-*; do [ "$d" = "$priv" ] || rm -rf "$d"; done
 rm -rf /tests
