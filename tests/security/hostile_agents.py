@@ -185,7 +185,8 @@ def _make_backend(kind: str, cache: Path, limits: SandboxLimits, docker_host: st
     from hrbench.envs.docker import DockerBackend
 
     return DockerBackend(cache, memory_mb=limits.memory_mb, pids_limit=limits.max_pids, tmp_mb=limits.tmp_mb,
-                         file_mb=limits.workspace_mb, cpus=limits.cpus, docker_host=docker_host)
+                         file_mb=limits.workspace_mb, workspace_mb=limits.workspace_mb, cpus=limits.cpus,
+                         docker_host=docker_host)
 
 
 def _state_digests(backend, task, out: Path) -> dict:

@@ -88,6 +88,7 @@ _ENV = {"PATH": SANDBOX_PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}
 # ones (2^20 open files and processes), which a host without CAP_SYS_RESOURCE refuses ("error setting
 # rlimit": no container starts): the values scripts/podman.sh's containers.conf sets, here too.
 _ULIMITS = {"nofile": 1024, "nproc": 1024}
+_FULL_BYTES = 1 << 20  # a sized workspace with less free space than this is full (as local)
 _LONG_COMMAND = 100_000  # longer commands go in as a file (one argv string is capped at 128 KiB)
 
 # The scripts the harness runs in the container (as root unless said), files beside this module:
@@ -145,6 +146,12 @@ def sealed_state_problems(cache_dir: Path) -> Iterator[tuple[Path, str | None]]:
     for record in records:
         words = record.read_text().split()
         yield record, check_image_seal(client, record, words[0] if words else "")[1]
+
+
+def _sized_paths(task: Task) -> list[str]:
+    """The paths a trial's container mounts as sized tmpfs: the workdir and the persisted paths outside it."""
+    workdir = task.workdir.rstrip("/")
+    return [workdir, *(p for p in task.persist if not (p.rstrip("/") + "/").startswith(workdir + "/"))]
 
 
 def _client(docker_host: str | None = None) -> docker.DockerClient:
@@ -216,12 +223,14 @@ def _tests_tar(task: Task, stage: Stage, top: str, nonce: str) -> bytes:
     return _tar(files)
 
 
-def _split_verifier_output(text: str, nonce: str) -> tuple[str, dict[str, bytes], list[tuple[str, bool]]]:
-    """The verifier's own output, the reward files printed after it behind `nonce` lines, and the
-    artifact paths found after it (each with whether it is a symlink)."""
+def _split_verifier_output(text: str, nonce: str) -> tuple[str, dict[str, bytes], list[tuple[str, bool]], list[int]]:
+    """The verifier's own output, the reward files printed after it behind `nonce` lines, the
+    artifact paths found after it (each with whether it is a symlink), and what it met (verify.sh's
+    `fault` line: OOM kills, refused forks, the workdir's free bytes and free inodes)."""
     parts = text.split(f"\n{nonce} ")
     files: dict[str, bytes] = {}
     artifacts: list[tuple[str, bool]] = []
+    met: list[int] = []
     for part in parts[1:]:
         name, _, body = part.partition("\n")
         if name in ("reward.txt", "reward.json"):
@@ -229,7 +238,9 @@ def _split_verifier_output(text: str, nonce: str) -> tuple[str, dict[str, bytes]
         elif name == "artifact":
             kind, _, path = body.partition(" ")
             artifacts.append((path, kind == "link"))
-    return parts[0], files, artifacts
+        elif name == "fault":
+            met = [int(word) for word in body.split()[:4] if word.lstrip("-").isdigit()]
+    return parts[0], files, artifacts, met
 
 
 class _Chunks(io.RawIOBase):
@@ -330,11 +341,12 @@ class DockerShell(PersistentShell):
 class DockerEnvironment(StagedEnvironment):
     """One trial's container; every exec runs in it as the agent user."""
 
-    def __init__(self, backend: DockerBackend, task: Task, container_id: str, user: str):
+    def __init__(self, backend: DockerBackend, task: Task, container_id: str, user: str, sized: bool = True):
         self.backend = backend
         self.task = task
         self.container_id = container_id
         self.user = user
+        self.sized = sized  # the workdir and persisted paths are sized tmpfs mounts (a trial's container)
         self.shells: set[DockerShell] = set()
         self.alive = True
         self.artifacts_dir: Path | None = None  # where verify() saves artifacts (per stage), when set
@@ -515,7 +527,7 @@ class DockerEnvironment(StagedEnvironment):
             shell._release()
         if run.exit_code == 86 or not run.output.startswith(_VERIFY_STARTED):
             raise SandboxError(f"container {self.container_id[:12]}: {run.output[-400:]}")
-        output, files, artifacts = _split_verifier_output(run.output.removeprefix(_VERIFY_STARTED), nonce)
+        output, files, artifacts, met = _split_verifier_output(run.output.removeprefix(_VERIFY_STARTED), nonce)
         with tempfile.TemporaryDirectory(prefix="hrbench-reward-") as tmp:
             for name, data in files.items():
                 (Path(tmp) / name).write_bytes(data)
@@ -525,27 +537,61 @@ class DockerEnvironment(StagedEnvironment):
         if self.artifacts_dir is not None:
             self._save_artifacts(artifacts, self.artifacts_dir / stage.name)
         passed = error is None and reward >= 1.0 - 1e-9
-        # The restart is the agent's doing: its stage fails with this as the detail (`failed`, never a
-        # `verifier_error` it could use to veto its failure), unless the verifier passed it anyway.
-        agent_fault = None if passed or not restarted else (
-            "the agent used up the container's processes or memory (no process could start in it, or its "
-            "processes outlived the reaper): they were killed from outside and the verifier ran in the "
-            "restarted container"
-            + (f"; the verifier gave no reward ({error})" if error is not None else ""))
+        # What the agent did is its failure (`failed` with this as the detail, never a `verifier_error`
+        # it could use to veto it): a restart it forced, or a verifier that gave no reward because of
+        # the workspace it left (full) or the agent's code it ran (it met the container's bounds).
+        faults = [] if passed else self._faults(met if error is not None else [], restarted)
+        agent_fault = "; ".join(faults + ([f"the verifier gave no reward ({error})"] if error and faults else []))
+        agent_fault = agent_fault or None
         return VerifierResult(reward=reward, passed=passed, output=output[-4000:], duration_s=run.duration_s,
                               rewards=rewards, error=None if agent_fault else error, agent_fault=agent_fault,
                               artifacts=[path for path, _ in artifacts])
 
+    def _faults(self, met: list[int], restarted: bool) -> list[str]:
+        """What the agent did that explains its verification's outcome (see `verify`)."""
+        faults = []
+        if restarted:
+            faults.append("the agent used up the container's processes or memory (no process could start in it, "
+                          "or its processes outlived the reaper): they were killed from outside and the verifier "
+                          "ran in the restarted container")
+        if len(met) == 4:
+            oom, forks, free_bytes, free_inodes = met
+            if self.sized and (free_bytes < _FULL_BYTES or free_inodes == 0):
+                faults.append(f"the agent left its workspace full ({self.backend.workspace_mb} MB)")
+            for count, what in ((oom, f"memory bound ({self.backend.memory_mb} MB)"),
+                                (forks, f"process bound ({self.backend.pids_limit})")):
+                if count > 0:
+                    faults.append(f"the verifier, running on the agent's workspace, met the container's {what}")
+        return faults
+
+    def own_sized_paths(self) -> None:
+        """Give the sized mounts' roots to the agent user (a tmpfs mount root is root's), as the image had them."""
+        done = self.root_exec('user=$1; shift; chown "$user" "$@"', [self.user, *_sized_paths(self.task)], 60)
+        if done.exit_code != 0:
+            raise SandboxError(f"container {self.container_id[:12]}: giving the workdir to the agent user failed: "
+                               f"{done.output[-400:]}")
+
     def _restart(self) -> None:
         """Every process of the container ended from outside (the engine's kill of its init needs no
-        exec in it: the pid namespace dies with PID 1), then the container started again: the same
-        writable layer (the workdir as the agent left it), a fresh /tmp, no agent process."""
+        exec in it: the pid namespace dies with PID 1), then the container started again with the
+        workspace the agent left: the sized mounts' content is read out first through the engine's
+        archive endpoint (which starts no process in the container) and put back after."""
         api = self.backend.client.api
         log.warning("container %s: no process could start in it (the agent used up its processes or memory); "
                     "restarting it to verify", self.container_id[:12])
+        saved = [(path, b"".join(api.get_archive(self.container_id, path)[0])) for path in _sized_paths(self.task)
+                 if self.sized]
         api.kill(self.container_id)
         api.wait(self.container_id, timeout=60)
         api.start(self.container_id)
+        if saved:  # the engine copied the image's content into the fresh mounts: the agent's replaces it
+            cleared = self.root_exec('for d in "$@"; do find "$d" -mindepth 1 -delete || exit 1; done',
+                                     [path for path, _ in saved], 60)
+            if cleared.exit_code != 0:
+                raise SandboxError(f"container {self.container_id[:12]}: clearing the restarted workspace failed: "
+                                   f"{cleared.output[-400:]}")
+            for path, archive in saved:
+                api.put_archive(self.container_id, posixpath.dirname(path.rstrip("/")) or "/", archive)
 
     def _save_artifacts(self, paths: list[tuple[str, bool]], dest: Path) -> None:
         """The artifacts found after a verification, read out of the container (`get_archive`, the
@@ -602,16 +648,18 @@ class DockerBackend:
 
     def __init__(self, cache_dir: Path, memory_mb: int = 1024, cpus: float = 1.0, pids_limit: int = 256,
                  tmp_mb: int = 256, base_image: str = DEFAULT_BASE_IMAGE, docker_host: str | None = None,
-                 file_mb: int = 1024):
-        """`cache_dir` holds only the build locks (the images live in the engine); trajectories go
-        beside it, as with local. `file_mb` bounds each file a trial writes (RLIMIT_FSIZE, as local
-        without root bounds its workspace): the container's writable layer has no quota."""
+                 file_mb: int = 1024, workspace_mb: int = 1024):
+        """`cache_dir` holds the build locks and the state images' seals (the images live in the engine);
+        trajectories go beside it, as with local. A trial's workdir and each persisted path are tmpfs
+        mounts of `workspace_mb` (charged to the container's memory, as local's workspace is as root);
+        `file_mb` bounds each file a trial writes (RLIMIT_FSIZE) elsewhere too."""
         self.cache_dir = Path(cache_dir)
         self.memory_mb = memory_mb
         self.cpus = cpus
         self.pids_limit = pids_limit
         self.tmp_mb = tmp_mb
         self.file_mb = file_mb
+        self.workspace_mb = workspace_mb
         self.base_image = base_image
         self.docker_host = docker_host or os.environ.get("DOCKER_HOST")
         self._client: docker.DockerClient | None = None
@@ -754,7 +802,7 @@ class DockerBackend:
                 log.warning("state image %s: %s; rebuilding it", ref, problem)
             if stages_done == 0:
                 built = self._build_task_image(task)
-                env = self._container(task, built, user="0")
+                env = self._container(task, built, user="0", sized=False)
                 try:
                     env.user = self._agent_user(built)
                     # the workdir and the persisted paths outside it (/output, /logs/artifacts, declared ones),
@@ -774,7 +822,7 @@ class DockerBackend:
                 finally:
                     env.close()
             else:
-                env = self._container(task, self._state_id(task, stages_done - 1))
+                env = self._container(task, self._state_id(task, stages_done - 1), sized=False)
                 try:
                     stage = task.stages[stages_done - 1]
                     result = env.run_solution(stage)
@@ -811,8 +859,14 @@ class DockerBackend:
         config = tomllib.loads((task.path / "task.toml").read_text())
         return bool(config.get("environment", {}).get("allow_internet", False))
 
-    def _container(self, task: Task, image: str, user: str | None = None) -> DockerEnvironment:
-        """A running container of `image` with the trial limits; `user` defaults to the image's agent user."""
+    def _container(self, task: Task, image: str, user: str | None = None, sized: bool = True) -> DockerEnvironment:
+        """A running container of `image` with the trial limits; `user` defaults to the image's agent user.
+
+        `sized`: the workdir and the persisted paths are tmpfs mounts of `workspace_mb` (the engine
+        copies the image's content there at start: podman's default `tmpcopyup`), so what the agent
+        writes there is bounded in all; /var/tmp, the image's other world-writable directory, is one of
+        `tmp_mb`. Containers that build oracle states are not sized: `docker commit` keeps the writable
+        layer only, not what is in a tmpfs."""
         import docker
         from docker.types import Ulimit
 
@@ -829,7 +883,9 @@ class DockerBackend:
             # no quota on the writable layer (the storage driver here sets none): each file is bounded
             ulimits=[Ulimit(name="fsize", soft=self.file_mb << 20, hard=self.file_mb << 20),
                      *(Ulimit(name=name, soft=n, hard=n) for name, n in _ULIMITS.items())],
-            tmpfs={"/tmp": f"rw,exec,nosuid,size={self.tmp_mb}m,mode=1777"},
+            tmpfs={"/tmp": f"rw,exec,nosuid,size={self.tmp_mb}m,mode=1777",
+                   **({path: f"rw,exec,nosuid,size={self.workspace_mb}m,mode=0755" for path in _sized_paths(task)}
+                      | {"/var/tmp": f"rw,nosuid,size={self.tmp_mb}m,mode=1777"} if sized else {})},
             # the agent user gets no capability; root's few serve the harness's own execs (chown the
             # workdir, kill the agent's processes, run the verifier as the agent user)
             cap_drop=["ALL"], cap_add=["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID"],
@@ -848,7 +904,10 @@ class DockerBackend:
                 raise
         except docker.errors.APIError as exc:
             raise SandboxError(f"task {task.name!r}: starting a container of {image} failed: {exc}") from exc
-        return DockerEnvironment(self, task, container_id, user)
+        env = DockerEnvironment(self, task, container_id, user, sized)
+        if sized:
+            env.own_sized_paths()
+        return env
 
     def remove_container(self, container_id: str) -> None:
         import docker

@@ -15,8 +15,20 @@ bash -c "$reaper" hrbench all > "$priv/reaped" 2>&1 \
 # /logs starts as local's fresh one: nothing but the persisted /logs/artifacts (Harbor's), and verifier/
 find /logs -mindepth 1 -maxdepth 1 ! -name artifacts -exec rm -rf {} + 2>/dev/null
 mv "$priv/tests" /tests && mkdir -p /logs/verifier && chown -R "$user" /logs || exit 86
+# the container's OOM kills and refused forks so far (cgroup v2, else v1): those during the verifier
+# are what it met running on the agent's workspace
+count() { local k v; while read -r k v; do [ "$k" = "$2" ] && { echo "$v"; return; }; done < "$1"; echo 0; } 2>/dev/null
+events() {
+  if [ -f /sys/fs/cgroup/memory.events ]; then
+    echo "$(count /sys/fs/cgroup/memory.events oom_kill) $(count /sys/fs/cgroup/pids.events max)"
+  else
+    echo "$(count /sys/fs/cgroup/memory/memory.oom_control oom_kill) $(count /sys/fs/cgroup/pids/pids.events max)"
+  fi
+}
+read -r oom0 forks0 <<< "$(events)"
 setpriv --reuid="${user%%:*}" --regid="${user##*:}" --clear-groups \
   timeout -s KILL "$limit" bash /tests/test.sh < /dev/null & p=$!; { wait $p; } 2>/dev/null; rc=$?
+read -r oom1 forks1 <<< "$(events)"
 bash -c "$reaper" hrbench all > "$priv/reaped" 2>&1
 rm -rf /tests; mv /logs/verifier "$priv/verifier"
 find /logs -mindepth 1 -maxdepth 1 ! -name artifacts -exec rm -rf {} + 2>/dev/null; chown 0:0 /logs
@@ -25,6 +37,9 @@ for f in reward.txt reward.json; do
   [ -f "$priv/verifier/$f" ] && [ ! -L "$priv/verifier/$f" ] \
     && { printf '\n%s %s\n' "$nonce" "$f"; head -c 65536 "$priv/verifier/$f"; }
 done
+# what the verifier met: OOM kills, refused forks, and the workdir's free bytes and inodes
+printf '\n%s fault\n%s %s %s' "$nonce" "$((oom1 - oom0)) $((forks1 - forks0))" \
+  "$(stat -f -c '%a*%S' . | { read -r x; echo $((x)); })" "$(stat -f -c %d .)"
 # the artifact paths present now (as local: none through a symlink on the way; an empty /logs/artifacts is none)
 for a in "$@"; do
   q= bad=; IFS=/ read -r -a parts <<< "${a#/}"
