@@ -509,13 +509,18 @@ class DockerEnvironment(StagedEnvironment):
         one. One exec does it all (_VERIFY), with the tests and the reward in transit through a
         root-only directory. The terminal opens a new shell for the next part (files persist,
         shell state does not)."""
+        import docker
+
         top, nonce = f".hrbench-verify-{secrets.token_hex(8)}", f"HRBENCH-{secrets.token_hex(16)}"
         self.backend.client.api.put_archive(self.container_id, "/", _tests_tar(self.task, stage, top, nonce))
         limit = self.task.verifier_timeout_sec
         paths = list(dict.fromkeys(("/logs/artifacts", *self.task.artifacts, *stage.artifacts)))
         env = task_env(self.task, self.task.verifier_env, stage.verifier_env, where="[verifier.env]")
         argv = ["bash", "-c", _VERIFY, "hrbench", _REAPER, f"/{top}", f"{limit:.3f}", _numeric(self.user), *paths]
-        run = self._run(argv, "0", limit + 60, env)
+        try:
+            run = self._run(argv, "0", limit + 60, env)
+        except docker.errors.APIError as exc:  # the engine could not create or start the exec (a dead init, say)
+            run = ExecResult(exit_code=-1, output=f"hrbench: the verification's exec failed: {exc}", duration_s=0.0)
         restarted = not run.output.startswith(_VERIFY_STARTED) or run.exit_code == 86
         if restarted:
             # No exec could start in the container (the agent used up its processes or memory: runc joins
@@ -564,9 +569,11 @@ class DockerEnvironment(StagedEnvironment):
                     faults.append(f"the verifier, running on the agent's workspace, met the container's {what}")
         return faults
 
-    def own_sized_paths(self) -> None:
-        """Give the sized mounts' roots to the agent user (a tmpfs mount root is root's), as the image had them."""
-        done = self.root_exec('user=$1; shift; chown "$user" "$@"', [self.user, *_sized_paths(self.task)], 60)
+    def own_sized_paths(self, recursive: bool = False) -> None:
+        """Give the sized mounts' roots (a tmpfs mount root is root's) to the agent user, as the image had
+        them; `recursive`: everything in them too (as a step's workdir/ files are given)."""
+        done = self.root_exec('user=$1 flag=$2; shift 2; chown $flag "$user" "$@"',
+                              [self.user, "-R" if recursive else "--", *_sized_paths(self.task)], 60)
         if done.exit_code != 0:
             raise SandboxError(f"container {self.container_id[:12]}: giving the workdir to the agent user failed: "
                                f"{done.output[-400:]}")
@@ -581,7 +588,10 @@ class DockerEnvironment(StagedEnvironment):
                     "restarting it to verify", self.container_id[:12])
         saved = [(path, b"".join(api.get_archive(self.container_id, path)[0])) for path in _sized_paths(self.task)
                  if self.sized]
-        api.kill(self.container_id)
+        try:
+            api.kill(self.container_id)
+        except docker.errors.APIError:  # it stopped already (its init was OOM-killed, say)
+            pass
         api.wait(self.container_id, timeout=60)
         api.start(self.container_id)
         if saved:  # the engine copied the image's content into the fresh mounts: the agent's replaces it
@@ -592,6 +602,8 @@ class DockerEnvironment(StagedEnvironment):
                                    f"{cleared.output[-400:]}")
             for path, archive in saved:
                 api.put_archive(self.container_id, posixpath.dirname(path.rstrip("/")) or "/", archive)
+        if self.sized:
+            self.own_sized_paths(recursive=True)  # the engine extracts archives as the container's root
 
     def _save_artifacts(self, paths: list[tuple[str, bool]], dest: Path) -> None:
         """The artifacts found after a verification, read out of the container (`get_archive`, the
