@@ -583,6 +583,8 @@ class DockerEnvironment(StagedEnvironment):
         exec in it: the pid namespace dies with PID 1), then the container started again with the
         workspace the agent left: the sized mounts' content is read out first through the engine's
         archive endpoint (which starts no process in the container) and put back after."""
+        import docker
+
         api = self.backend.client.api
         log.warning("container %s: no process could start in it (the agent used up its processes or memory); "
                     "restarting it to verify", self.container_id[:12])
