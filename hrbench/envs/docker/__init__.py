@@ -238,8 +238,9 @@ def _split_verifier_output(text: str, nonce: str) -> tuple[str, dict[str, bytes]
         elif name == "artifact":
             kind, _, path = body.partition(" ")
             artifacts.append((path, kind == "link"))
-        elif name == "fault":
-            met = [int(word) for word in body.split()[:4] if word.lstrip("-").isdigit()]
+        elif name == "fault":  # four numbers, unless a fork in verify.sh was refused
+            words = body.split()[:4]
+            met = [int(word) for word in words] if all(w.lstrip("-").isdigit() for w in words) else []
     return parts[0], files, artifacts, met
 
 
@@ -521,11 +522,13 @@ class DockerEnvironment(StagedEnvironment):
             run = self._run(argv, "0", limit + 60, env)
         except docker.errors.APIError as exc:  # the engine could not create or start the exec (a dead init, say)
             run = ExecResult(exit_code=-1, output=f"hrbench: the verification's exec failed: {exc}", duration_s=0.0)
-        restarted = not run.output.startswith(_VERIFY_STARTED) or run.exit_code == 86
+        # verify.sh did not start (runc joins the container's cgroups, whose processes or memory the agent
+        # used up), the reaper could not stop the agent, or the script could not finish its own bookkeeping
+        # (forks refused while the killed processes were still counted): end every process from outside
+        # and verify in the restarted container, with the container's whole budget.
+        restarted = (not run.output.startswith(_VERIFY_STARTED) or run.exit_code == 86
+                     or len(_split_verifier_output(run.output, nonce)[3]) != 4)
         if restarted:
-            # No exec could start in the container (the agent used up its processes or memory: runc joins
-            # the container's cgroups), or the reaper could not stop the agent: end every process from
-            # outside and verify in the restarted container, with the container's whole budget.
             self._restart()
             run = self._run(argv, "0", limit + 60, env)
         for shell in list(self.shells):  # their bash died with every other agent process
