@@ -528,8 +528,14 @@ class DockerEnvironment(StagedEnvironment):
         # and verify in the restarted container, with the container's whole budget.
         restarted = (not run.output.startswith(_VERIFY_STARTED) or run.exit_code == 86
                      or len(_split_verifier_output(run.output, nonce)[3]) != 4)
+        if restarted and not self._restart():
+            for shell in list(self.shells):
+                shell._release()
+            # never verify the image's copy in its place: the stage is the agent's failure, unverified
+            return VerifierResult(reward=0.0, passed=False, output="", duration_s=run.duration_s, agent_fault=(
+                "the agent used up the container's memory until its init was killed: the container stopped, "
+                "and the workspace it left (a tmpfs) with it; the stage is not verified"))
         if restarted:
-            self._restart()
             run = self._run(argv, "0", limit + 60, env)
         for shell in list(self.shells):  # their bash died with every other agent process
             shell._release()
@@ -581,18 +587,27 @@ class DockerEnvironment(StagedEnvironment):
             raise SandboxError(f"container {self.container_id[:12]}: giving the workdir to the agent user failed: "
                                f"{done.output[-400:]}")
 
-    def _restart(self) -> None:
+    def _restart(self) -> bool:
         """Every process of the container ended from outside (the engine's kill of its init needs no
         exec in it: the pid namespace dies with PID 1), then the container started again with the
         workspace the agent left: the sized mounts' content is read out first through the engine's
-        archive endpoint (which starts no process in the container) and put back after."""
+        archive endpoint (which starts no process in the container) and put back after. False when
+        that workspace is gone: the container had stopped already (its init killed by the kernel when
+        the agent used up the memory), taking its tmpfs mounts with it."""
         import docker
 
         api = self.backend.client.api
         log.warning("container %s: no process could start in it (the agent used up its processes or memory); "
                     "restarting it to verify", self.container_id[:12])
-        saved = [(path, b"".join(api.get_archive(self.container_id, path)[0])) for path in _sized_paths(self.task)
-                 if self.sized]
+        kept, saved = not self.sized, []
+        if self.sized:
+            try:
+                saved = [(path, b"".join(api.get_archive(self.container_id, path)[0]))
+                         for path in _sized_paths(self.task)]
+                kept = True
+            except docker.errors.APIError as exc:  # the container stopped: its mounts are gone
+                log.warning("container %s: its workspace could not be read before the restart: %s",
+                            self.container_id[:12], exc)
         try:
             api.kill(self.container_id)
         except docker.errors.APIError:  # it stopped already (its init was OOM-killed, say)
@@ -609,6 +624,7 @@ class DockerEnvironment(StagedEnvironment):
                 api.put_archive(self.container_id, posixpath.dirname(path.rstrip("/")) or "/", archive)
         if self.sized:
             self.own_sized_paths(recursive=True)  # the engine extracts archives as the container's root
+        return kept
 
     def _save_artifacts(self, paths: list[tuple[str, bool]], dest: Path) -> None:
         """The artifacts found after a verification, read out of the container (`get_archive`, the
