@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from hrbench.catalogue import (
     CHECKPOINT_TRIALS, CONDITION_TABLES, EXPECTED_SUCCESS, HORIZON_RESIDUALS, NATURAL_TRIALS, TABLES, TRIAL_TABLES,
 )
+from hrbench.envs.docker import sealed_state_problems
 from hrbench.envs.states import cached_states
 from hrbench.envs.states import check as check_state
 from hrbench.envs.states import record_path
@@ -133,6 +134,12 @@ def verify(out_dir: Path, store: Store | None = None) -> tuple[list[Problem], di
         if problem is not None:
             bad(str(state.relative_to(out_dir)), f"{problem}: changed after it was built (a checkpoint state is "
                                                  "rebuilt by the next trial that needs it)")
+    # the docker backend's state images (in the engine), by the ids recorded in the cache when they were built
+    for record, problem in sealed_state_problems(Path(out_dir) / "cache"):
+        checked["cached environment states"] += 1
+        if problem is not None:
+            bad(str(record.relative_to(out_dir)), f"state image {problem} (it is rebuilt by the next trial that "
+                                                  "needs it)")
     try:
         prereg_text = store.get(PREREGISTRATION_KEY)
     except FileNotFoundError:

@@ -130,31 +130,31 @@ def test_agent_modules_in_the_workspace_cannot_hijack_a_verifier(tmp_path: Path)
 
 @pytest.mark.parametrize("content, reward", [("1", 1.0), ("0.5", 0.5), ("7", 7.0), ("-3", -3.0)])
 def test_reward_file_values_are_read_verbatim(tmp_path: Path, content: str, reward: float):
-    from hrbench.envs.local import _read_rewards
+    from hrbench.envs.base import read_rewards
 
     (tmp_path / "reward.txt").write_text(content)
-    assert _read_rewards(tmp_path) == {"reward": reward}
+    assert read_rewards(tmp_path) == {"reward": reward}
 
 
 @pytest.mark.parametrize("content", ["nan", "inf", "yes", ""])
 def test_unusable_reward_files_are_verifier_errors(tmp_path: Path, content: str):
-    from hrbench.envs.local import _read_rewards
+    from hrbench.envs.base import read_rewards
     from hrbench.tasks.harbor import RewardError
 
     (tmp_path / "reward.txt").write_text(content)
     with pytest.raises(RewardError):
-        _read_rewards(tmp_path)
+        read_rewards(tmp_path)
 
 
 def test_reward_json_sub_rewards_are_kept_unclamped(tmp_path: Path):
-    from hrbench.envs.local import _read_rewards
+    from hrbench.envs.base import read_rewards
 
     (tmp_path / "reward.json").write_text('{"a": 5, "b": 0}')
-    assert _read_rewards(tmp_path) == {"a": 5.0, "b": 0.0}
+    assert read_rewards(tmp_path) == {"a": 5.0, "b": 0.0}
 
 
 def test_the_sandbox_runs_unprivileged_with_the_stated_rlimits(tmp_path: Path):
-    from hrbench.envs.confine import SANDBOX_UID, SandboxLimits, privileged
+    from hrbench.envs.local.confine import SANDBOX_UID, SandboxLimits, privileged
 
     limits = SandboxLimits(memory_mb=300, cpu_sec=77, workspace_mb=50)
     env = LocalBackend(tmp_path / "cache", limits=limits).start(load_task(TINY_TASK), 0)

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from hrbench.envs.local import CHECK_LIBRARY, LocalBackend, bwrap_available
+from hrbench.envs.base import CHECK_LIBRARY
+from hrbench.envs.local import LocalBackend, bwrap_available
 from hrbench.tasks.audit import audit_task
 from hrbench.tasks.loader import load_task
 

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from hrbench.agents.base import Action, Agent, Command, Observation, TrialContext
-from hrbench.envs.local import CHECK_LIBRARY, LocalBackend
+from hrbench.envs.base import CHECK_LIBRARY
+from hrbench.envs.local import LocalBackend
 from hrbench.harness.records import TrialSpec, records_table
 from hrbench.harness.trials import run_checkpoint_trial, run_natural_trial
 from hrbench.protocol import CONDITIONS, Budget, CheckpointProtocol

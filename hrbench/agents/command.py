@@ -41,10 +41,9 @@ from pathlib import Path
 from hrbench.agents.base import Action, Agent, Observation, TrialContext, Usage
 from hrbench.agents.specs import CommandAgentSpec
 from hrbench.agents.replies import parse_reply
-from hrbench.envs.base import LimitExceeded, SandboxError
-from hrbench.envs.confine import (
+from hrbench.envs.base import SANDBOX_PATH, LimitExceeded, SandboxError
+from hrbench.envs.local.confine import (
     LAUNCH_ENV,
-    SANDBOX_PATH,
     SANDBOX_UID,
     SandboxLimits,
     TrialCgroup,

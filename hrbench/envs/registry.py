@@ -1,6 +1,6 @@
 """Environment backends by name: a study's trials run on whichever backend is registered as asked.
 
-`local` (bubblewrap sandboxes, envs/local.py) and `docker` (any Docker-API engine, envs/docker.py)
+`local` (bubblewrap sandboxes, envs/local/) and `docker` (any Docker-API engine, envs/docker/)
 are registered here; another backend registers beside them with `register_backend` and is then
 chosen by name, never by class.
 """
@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
-
 from pydantic import BaseModel, ConfigDict
 
-from hrbench.envs.base import Environment
+from hrbench.envs.base import Backend
 from hrbench.envs.local import LocalBackend
-from hrbench.tasks.model import Task
 
 
 class BackendOptions(BaseModel):
@@ -24,26 +21,6 @@ class BackendOptions(BaseModel):
     model_config = ConfigDict(frozen=True)
     cache_dir: Path
     memory_mb: int = 1024
-
-
-class Backend(Protocol):
-    """Starts environments at a stage boundary and rebuilds their state (state repair)."""
-
-    name: str
-    # keeps the agent's own workspace states (solution_conditioned checkpoints, `save_state`)
-    saves_agent_states: bool
-
-    def check_supported(self, task: Task) -> None:
-        """Raise SandboxError if this backend cannot run the task."""
-
-    def start(self, task: Task, stages_done: int = 0, state: str | None = None) -> Environment:
-        """An environment holding the oracle state after `stages_done` stages (the saved `state` when named)."""
-
-    def save_state(self, env: Environment, state: str) -> None:
-        """Keep the environment's workspace as it is now under the name `state` (survives a resume)."""
-
-    def restore(self, env: Environment, stages_done: int) -> None:
-        """Replace the environment's workspace by the oracle state after `stages_done` stages."""
 
 
 BackendFactory = Callable[[BackendOptions], Backend]

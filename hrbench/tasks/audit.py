@@ -29,9 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel
 
-from hrbench.envs.base import ExecResult, SandboxError, VerifierResult
-from hrbench.envs.docker import DockerBackend, DockerEnvironment, WorkdirFile
-from hrbench.envs.local import LocalBackend, LocalEnvironment
+from hrbench.envs.base import Backend, Environment, ExecResult, SandboxError, VerifierResult, WorkdirFile
 from hrbench.tasks.model import Stage, Task, TaskError
 
 TAMPER_MARK = "hrbench-tamper"
@@ -255,12 +253,6 @@ def _digest(file: WorkdirFile) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _files(env: LocalEnvironment | DockerEnvironment) -> dict[str, WorkdirFile]:
-    """The environment's workdir files (and persisted paths) by relative path, read without following
-    symlinks: from the trial directory on local, through the Docker API on docker."""
-    return env.workdir_files()
-
-
 def _snapshot(files: dict[str, WorkdirFile]) -> dict[str, str]:
     return {rel: _digest(file) for rel, file in files.items()}
 
@@ -284,7 +276,7 @@ def _named_files(task: Task, stage: Stage) -> list[str]:
     return named
 
 
-def _forge_attack(task: Task, stage: Stage, backend: LocalBackend | DockerBackend, baseline: float = 0.0) -> tuple[float, str | None]:
+def _forge_attack(task: Task, stage: Stage, backend: Backend, baseline: float = 0.0) -> tuple[float, str | None]:
     """Tamper (a) + (b); returns the reward and, when it is not 0 or agent code ran in the verifier's
     own view, the likely cause."""
     log = f"{task.workdir}/{UNCONFINED_LOG}"
@@ -313,7 +305,7 @@ def _forge_attack(task: Task, stage: Stage, backend: LocalBackend | DockerBacken
     return result.reward, f"tamper (a/b): {cause}; verifier output: {_tail(result)!r}"
 
 
-def _forge_run(env: LocalEnvironment | DockerEnvironment, stage: Stage, spec: str, writer: str) -> tuple[VerifierResult, list[str]]:
+def _forge_run(env: Environment, stage: Stage, spec: str, writer: str) -> tuple[VerifierResult, list[str]]:
     """Plant, start the writer in a live agent shell, verify while it runs; -> result, files run unconfined."""
     shell = env.open_shell()
     try:
@@ -328,7 +320,7 @@ def _forge_run(env: LocalEnvironment | DockerEnvironment, stage: Stage, spec: st
         result = env.verify(stage)
     finally:
         shell.close()
-    logged = _files(env).get(UNCONFINED_LOG)
+    logged = env.workdir_files().get(UNCONFINED_LOG)
     lines = (logged.data or b"").decode(errors="replace").splitlines() if logged is not None else []
     return result, sorted(set(lines) - {""})
 
@@ -339,13 +331,13 @@ class _EditedRun(BaseModel):
     after: dict[str, str]  # workspace digests after sigma_1..sigma_i over the edited inputs
 
 
-def _edited_chain(task: Task, backend: LocalBackend | DockerBackend) -> tuple[list[str], list[_EditedRun]]:
+def _edited_chain(task: Task, backend: Backend) -> tuple[list[str], list[_EditedRun]]:
     """Tamper (c) for every stage at once: edit e_0's inputs, then run sigma_1, verify stage 1,
     run sigma_2, verify stage 2, ... in one workspace (verifiers do not write the workspace)."""
     runs = []
     env = backend.start(task, 0)
     try:
-        inputs = _original_inputs(_files(env))
+        inputs = _original_inputs(env.workdir_files())
         if not inputs:
             return inputs, []
         paths = [f"{task.workdir}/{rel}" for rel in inputs]
@@ -353,7 +345,7 @@ def _edited_chain(task: Task, backend: LocalBackend | DockerBackend) -> tuple[li
         for stage in task.stages:
             env.begin_stage(stage)
             env.run_solution(stage)
-            runs.append(_EditedRun(result=env.verify(stage), after=_snapshot(_files(env))))
+            runs.append(_EditedRun(result=env.verify(stage), after=_snapshot(env.workdir_files())))
     finally:
         env.close()
     return inputs, runs
@@ -379,7 +371,7 @@ class _StageRuns(BaseModel):
     before: dict[str, str] = {}  # digests of e_{i-1}
 
 
-def _audit_stage(task: Task, stage: Stage, backend: LocalBackend | DockerBackend) -> _StageRuns:
+def _audit_stage(task: Task, stage: Stage, backend: Backend) -> _StageRuns:
     """Every check of one stage except tamper (c); problems are reported, never raised."""
     ref = nothing = removed = forged = None
     reference: dict[str, str] = {}
@@ -391,11 +383,11 @@ def _audit_stage(task: Task, stage: Stage, backend: LocalBackend | DockerBackend
         removed_script = stage.solution_without_key_step() if stage.has_key_step else None
         env = backend.start(task, stage.index)
         try:
-            before = _snapshot(_files(env))  # e_{i-1}, as every trial of the stage starts
+            before = _snapshot(env.workdir_files())  # e_{i-1}, as every trial of the stage starts
             ref_run = env.run_solution(stage)
             ref_check = env.verify(stage)
             ref = ref_check.reward
-            reference = _snapshot(_files(env))
+            reference = _snapshot(env.workdir_files())
         finally:
             env.close()
         if ref < 1.0:
@@ -490,7 +482,7 @@ def explain(check: VerifierResult, run: ExecResult | None = None, what: str = ""
     return "; ".join(parts)
 
 
-def audit_task(task: Task, backend: LocalBackend | DockerBackend, workers: int | None = None) -> list[StageAudit]:
+def audit_task(task: Task, backend: Backend, workers: int | None = None) -> list[StageAudit]:
     """Audit every stage of one task (stages side by side on `workers` threads, default one per
     core); problems are reported, never raised."""
     workers = workers or os.cpu_count() or 2

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hrbench.envs.base import SandboxError
-from hrbench.envs.docker import OUTPUT_LIMIT, DockerBackend, DockerEnvironment
+from hrbench.envs.docker import OUTPUT_LIMIT, DockerBackend, DockerEnvironment, sealed_state_problems
 from hrbench.envs.local import LocalBackend
 from hrbench.tasks.audit import audit_task
 from hrbench.tasks.loader import load_task
@@ -34,10 +34,35 @@ def test_oracle_state_images_are_built_once(backend: DockerBackend, tmp_path: Pa
     builds: list[str] = []
     monkeypatch.setattr(DockerBackend, "_build_task_image", lambda self, t: builds.append(t.name))
     monkeypatch.setattr(DockerBackend, "_container", lambda *a, **k: pytest.fail("rebuilt a cached state"))
-    # a second backend (another process, say) finds the same images in the engine
-    other = DockerBackend(tmp_path, docker_host=backend.docker_host)
+    # a second backend of the same cache directory (another process of the study, say) finds the same
+    # images in the engine, sealed; another cache directory (another study) has states of its own
+    other = DockerBackend(backend.cache_dir, docker_host=backend.docker_host)
     assert [other.checkpoint_state(task, i) for i in range(4)] == [backend.state_image(task, i) for i in range(4)]
     assert other.client.images.get(first).id == image_id and builds == []
+    assert DockerBackend(tmp_path, docker_host=backend.docker_host).state_image(task, 3) != first
+
+
+def test_a_state_image_retagged_after_it_was_built_is_named_by_verify_and_rebuilt(backend: DockerBackend,
+                                                                                  caplog, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", backend.docker_host)  # where `hrbench verify` finds the engine
+    task = load_task(TINY_TASK)
+    ref = backend.checkpoint_state(task, 1)
+    sealed = backend.client.images.get(ref).id
+    assert list(sealed_state_problems(backend.cache_dir)) and not any(
+        problem for _, problem in sealed_state_problems(backend.cache_dir))
+    # someone with the engine's access points the tag at another image (here: the state after 0 stages)
+    backend.client.images.get(backend.state_image(task, 0)).tag(*ref.rsplit(":", 1))
+    problems = {record.name: problem for record, problem in sealed_state_problems(backend.cache_dir) if problem}
+    assert list(problems) == [ref.rsplit(":", 1)[1] + ".image"], problems
+    assert f"differs from the {sealed[7:19]} recorded when it was built" in next(iter(problems.values()))
+    fresh = DockerBackend(backend.cache_dir, docker_host=backend.docker_host)  # another process: not yet checked
+    with caplog.at_level(logging.WARNING, logger="hrbench.envs.docker"):
+        assert fresh.checkpoint_state(task, 1) == ref
+    assert f"state image {ref}: image" in caplog.text and "rebuilding it" in caplog.text
+    rebuilt = backend.client.images.get(ref).id
+    assert rebuilt != backend.client.images.get(backend.state_image(task, 0)).id
+    assert not any(problem for _, problem in sealed_state_problems(backend.cache_dir))
+    backend._known[ref] = rebuilt  # the session's backend: its states are the rebuilt ones now
 
 
 def test_from_the_engine_lacks_is_mapped_to_the_base_image_with_a_warning(backend: DockerBackend, caplog):
@@ -117,6 +142,28 @@ def test_agent_sees_no_solution_test_or_host_secret(backend: DockerBackend, monk
         environment.verify(load_task(TINY_TASK).stages[1])
         after = environment.exec("ls /tests /logs/verifier 2>&1", 10)  # tests are removed after verification
         assert after.output.count("No such file or directory") == 2
+    finally:
+        environment.close()
+
+
+def test_an_agent_that_uses_up_the_container_fails_its_stage_and_cannot_veto_it(backend: DockerBackend):
+    # the session's images (same cache directory), a small process bound
+    small = DockerBackend(backend.cache_dir, docker_host=backend.docker_host, pids_limit=24)
+    task = load_task(TINY_TASK)
+    environment = small.start(task, 1)
+    try:
+        environment.exec("echo kept > /app/left-by-the-agent", 10)
+        # sleepers in sessions of their own (they outlive the command) until a fork is refused
+        environment.exec("python3 -c \"import subprocess\ntry:\n    while True: subprocess.Popen(['sleep', '600'], "
+                         "start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+                         "except OSError: pass\"", 30)
+        assert environment.exec("ls /", 10).exit_code != 0  # no process can start in the container now
+        result = environment.verify(task.stages[1])
+        assert result.error is None and not result.passed, result
+        assert (result.agent_fault or "").startswith("the agent used up the container's processes or memory"), result
+        # the restarted container holds the workspace the agent left, and no process of the agent
+        assert environment.workdir_files()["left-by-the-agent"].data == b"kept\n"
+        assert "sleep 600" not in environment.exec("ps -eo args=", 10).output
     finally:
         environment.close()
 

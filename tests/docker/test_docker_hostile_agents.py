@@ -1,8 +1,9 @@
 """Protects the docker backend against the hostile agents of tests/security/hostile_agents.py (the
 symlink agent and its racer, the poisoner, the starver), hrbench running as root, against podman:
-the same checks as on local (tests/security/test_hostile_agents.py), but one documented shortfall:
-the verifier runs in the agent's container, and after the starver it writes no reward, so those
-trials are `verifier_error` (docs/security.md, "What the docker backend must match")."""
+the same checks as on local (tests/security/test_hostile_agents.py). The starver uses up the
+container's processes and memory, so nothing starts in it; the harness kills its processes from
+outside (the engine restarts the container) and verifies: its trials are `failed`, with that as the
+detail, never `verifier_error` (docs/security.md, "What the docker backend must match")."""
 
 from __future__ import annotations
 
@@ -26,4 +27,8 @@ def test_hostile_agents_on_the_docker_backend(docker_host: str, tmp_path: Path):
                           capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0 and out.exists(), proc.stdout + proc.stderr[-3000:]
     assert "docker backend" in proc.stdout
-    _check(json.loads(out.read_text()), proc.stdout, shortfalls=STARVERS)
+    results = json.loads(out.read_text())
+    _check(results, proc.stdout)
+    for name in STARVERS:
+        assert results[name]["details"][0].startswith("the agent used up the container's"), \
+            results[name]

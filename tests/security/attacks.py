@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hrbench.envs.confine import (
+from hrbench.envs.local.confine import (
     SANDBOX_GID,
     SANDBOX_UID,
     SandboxLimits,
@@ -174,7 +174,7 @@ class DockerSide:
     inside_dirs = ("/", "/usr", "/etc", "/var", "/root", "/home", "/opt", "/run", "/dev", "/proc", "/sys",
                    *CONTAINER_DIRS)
     agent_bounding = DOCKER_BOUNDING
-    workspace_sized = False  # the writable layer has no quota (docs/docker.md); each file is bounded
+    workspace_sized = True  # the workdir is a tmpfs of the workspace size (docs/docker.md)
 
     def __init__(self, trial: Trial):
         self.env = trial.env
@@ -314,9 +314,8 @@ def attacks(trial: Trial, side: LocalSide | DockerSide, cache: Path) -> dict[str
     out = trial.sh(f"for i in $(seq 1 {chunks}); do head -c 8M /dev/zero > /app/chunk$i || break; done; "
                    "echo used=$(du -sm /app | cut -f1); rm -f /app/chunk*", wait_s=40)
     used = int(out.split("used=")[1].split()[0]) if "used=" in out else -1
-    # local without root bounds each file only, a documented fallback of who runs hrbench (printed);
-    # docker's unsized writable layer is the backend's own shortfall, recorded as what happened
-    if side.workspace_sized or side.name == "docker":
+    # local without root bounds each file only, a documented fallback of who runs hrbench (printed)
+    if side.workspace_sized:
         results[f"exceed the disk limit with many files ({LIMITS.workspace_mb} MB workspace)"] = (
             0 <= used <= LIMITS.workspace_mb, f"workspace holds {used} MB after {chunks} x 8 MB")
     else:
@@ -362,10 +361,11 @@ def main(argv: list[str] | None = None) -> None:
             from hrbench.envs.docker import DockerBackend
 
             backend = DockerBackend(cache, memory_mb=LIMITS.memory_mb, pids_limit=LIMITS.max_pids,
-                                    tmp_mb=LIMITS.tmp_mb, file_mb=LIMITS.workspace_mb, docker_host=args.docker_host)
+                                    tmp_mb=LIMITS.tmp_mb, file_mb=LIMITS.workspace_mb,
+                                    workspace_mb=LIMITS.workspace_mb, docker_host=args.docker_host)
             print(f"hrbench as uid {os.geteuid()} (root={privileged()}); docker backend at {backend.docker_host}: "
                   f"memory {backend.memory_mb} MB, pids {backend.pids_limit}, /tmp {backend.tmp_mb} MB, "
-                  f"largest file {backend.file_mb} MB")
+                  f"workspace {backend.workspace_mb} MB, largest file {backend.file_mb} MB")
         trial = Trial(backend)
         try:
             side = LocalSide(trial) if args.backend == "local" else DockerSide(trial)

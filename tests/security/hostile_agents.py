@@ -37,7 +37,7 @@ from pathlib import Path
 from hrbench.agents.command import CommandAgent
 from hrbench.agents.specs import CommandAgentSpec
 from hrbench.envs import states
-from hrbench.envs.confine import SANDBOX_UID, SandboxLimits, privileged
+from hrbench.envs.local.confine import SANDBOX_UID, SandboxLimits, privileged
 from hrbench.envs.local import LocalBackend
 from hrbench.harness.records import TrialSpec
 from hrbench.harness.trajectory import read_trajectory
@@ -185,18 +185,20 @@ def _make_backend(kind: str, cache: Path, limits: SandboxLimits, docker_host: st
     from hrbench.envs.docker import DockerBackend
 
     return DockerBackend(cache, memory_mb=limits.memory_mb, pids_limit=limits.max_pids, tmp_mb=limits.tmp_mb,
-                         file_mb=limits.workspace_mb, cpus=limits.cpus, docker_host=docker_host)
+                         file_mb=limits.workspace_mb, workspace_mb=limits.workspace_mb, cpus=limits.cpus,
+                         docker_host=docker_host)
 
 
 def _state_digests(backend, task, out: Path) -> dict:
     """Each checkpoint state's content (local: its tree; docker: the image id its tag names) and
-    which of them still match their seals (docker: none are sealed, see docs/security.md)."""
+    which of them still match their seals (docker: the image id recorded when it was built)."""
     if isinstance(backend, LocalBackend):
         found = states.cached_states(out / "cache")
         return {"states": {str(s.relative_to(out)): states.tree_sha256(s) for s in found},
                 "states_ok": len([s for s in states.cached_states(out / "cache") if states.check(s) is None])}
     refs = [backend.state_image(task, i) for i in range(task.n_stages)]
-    return {"states": {ref: backend.client.images.get(ref).id for ref in refs}, "states_ok": len(refs)}
+    return {"states": {ref: backend.client.images.get(ref).id for ref in refs},
+            "states_ok": len([ref for ref in refs if backend.sealed_image(ref)[0] is not None])}
 
 
 def _outside(work: Path, out: Path, registry: Path, neighbour, token: str, backend, task) -> dict:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hrbench.envs.confine import _cgroup_bases
+from hrbench.envs.local.confine import _cgroup_bases
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE_KEY = "sk-hrbench-fake-4f1c2a9e7d"

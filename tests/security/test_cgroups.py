@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hrbench.envs.confine import cgroup_bases
+from hrbench.envs.local.confine import cgroup_bases
 
 HOST_CGROUP = "8:pids:/\n4:memory:/process_api/abc\n1:name=systemd:/\n0::/\n"
 HOST_MOUNTS = ("35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"

@@ -20,7 +20,7 @@ import pytest
 from hrbench.agents.base import Message, Observation, TrialContext
 from hrbench.agents.command import CommandAgent, CommandAgentError
 from hrbench.agents.specs import CommandAgentSpec
-from hrbench.envs.confine import SANDBOX_UID, privileged
+from hrbench.envs.local.confine import SANDBOX_UID, privileged
 from hrbench.tasks.loader import load_task
 from tests.conftest import TINY_TASK
 

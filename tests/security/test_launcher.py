@@ -1,4 +1,4 @@
-"""Protects the sandbox launcher (hrbench/envs/launch.c, the one exec between the harness and bwrap):
+"""Protects the sandbox launcher (hrbench/envs/local/launch.c, the one exec between the harness and bwrap):
 it fails closed, running nothing, when it cannot join a trial's cgroup; a planted launcher binary is
 refused; without a C compiler the sh + setpriv launcher confines a sandbox exactly as it does; and
 either launcher puts the sandbox, not the harness, into every cgroup of the trial."""
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from hrbench.envs import confine
+from hrbench.envs.local import confine
 from hrbench.envs.base import SandboxError
-from hrbench.envs.confine import (
+from hrbench.envs.local.confine import (
     LAUNCH_ENV,
     SandboxLimits,
     TrialCgroup,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hrbench.envs.confine import SandboxLimits
+from hrbench.envs.local.confine import SandboxLimits
 from hrbench.envs.local import LocalBackend, bwrap_available
 from hrbench.tasks.loader import load_task
 from tests.conftest import TINY_TASK

@@ -76,7 +76,7 @@ def docker_executor_config(settings: ExecutorSettings, study_file: Path, registr
     volumes = {str(p): {"bind": str(p), "mode": "ro"} for p in dict.fromkeys(p.resolve() for p in read_only)}
     writable = [out, *([Path(os.environ["DAGSTER_HOME"])] if os.environ.get("DAGSTER_HOME") else [])]
     volumes.update({str(p.resolve()): {"bind": str(p.resolve()), "mode": "rw"} for p in writable})
-    # The trial cgroups go under the container's own (hrbench.envs.confine finds it as mount point + the
+    # The trial cgroups go under the container's own (hrbench.envs.local.confine finds it as mount point + the
     # path /proc/self/cgroup names): the hierarchies must be mounted from their root, which the engine's
     # own cgroup mounts are not on cgroup v1, and podman's Docker API ignores `cgroupns`.
     volumes["/sys/fs/cgroup"] = {"bind": "/sys/fs/cgroup", "mode": "rw"}

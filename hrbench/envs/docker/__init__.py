@@ -39,25 +39,29 @@ import tempfile
 import threading
 import time
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hrbench.envs.base import ExecResult, SandboxError, VerifierResult, WorkdirFile, ready_for_first_stage, task_env
-from hrbench.envs.confine import SANDBOX_PATH
-from hrbench.envs.local import (
+from hrbench.envs.base import (
     CHECK_LIBRARY,
     PERSIST_DIR,
-    LocalEnvironment,
-    _read_rewards,
-    _unit,
+    SANDBOX_PATH,
+    ExecResult,
+    SandboxError,
+    StagedEnvironment,
+    VerifierResult,
+    WorkdirFile,
+    backend_script,
+    ready_for_first_stage,
+    score_rewards,
+    task_env,
 )
 from hrbench.envs.shell import PersistentShell
 from hrbench.harness.truncation import HeadTail
 from hrbench.tasks.harbor import (
     ARTIFACTS_LIMIT_BYTES,
     ARTIFACTS_MANIFEST,
-    RewardError,
-    primary_reward,
     save_artifacts,
 )
 from hrbench.tasks.model import Stage, Task
@@ -76,185 +80,78 @@ OWNER_LABEL = "org.hrbench.backend"
 OUTPUT_LIMIT = 2 * 1024 * 1024  # bytes kept of one exec's output (first and last half)
 # Bump when what goes into a state image changes (user, ownership, setup): old images are not reused.
 STATE_RECIPE = f"3 {AGENT_USER}"
+# Under the backend's cache directory: <repo>/<tag>.image holds "<tag> <image id>" of each state image,
+# written when it is committed, checked at its first reuse in a process and by `hrbench verify`.
+IMAGE_SEALS = "docker-states"
 _ENV = {"PATH": SANDBOX_PATH, "HOME": "/tmp", "LANG": "C.UTF-8"}
 # An explicit ulimit list replaces the engine's configured defaults, and podman then sets its built-in
 # ones (2^20 open files and processes), which a host without CAP_SYS_RESOURCE refuses ("error setting
 # rlimit": no container starts): the values scripts/podman.sh's containers.conf sets, here too.
 _ULIMITS = {"nofile": 1024, "nproc": 1024}
+_FULL_BYTES = 1 << 20  # a sized workspace with less free space than this is full (as local)
 _LONG_COMMAND = 100_000  # longer commands go in as a file (one argv string is capped at 128 KiB)
 
-# Run as root inside the container. Modes:
-#   all          SIGKILL every process but PID 1, the main process, this script and its parent
-#                (_VERIFY runs it as a child), until none is left; then empty /tmp
-#   tree SHELL   the descendants of a DockerShell's bash only (its interrupt); `end SHELL`: them and it
-# SHELL is the shell's nonce, found on its bash's command line with PPid 0 (only an exec has that
-# in the container, so the agent cannot fake one). Victims are stopped before they are killed, so
-# nothing forks away meanwhile. Pure bash over /proc (no forks in the loop): any image with bash.
-_REAPER = r"""
-mode=$1 shell=hrbench-shell-${2:-}
-declare -A keep=([1]=1 [$$]=1 [$PPID]=1) roots=() parent=()
-scan() {  # parent[] of every live process; PID 1's oldest child (the container's main process) is kept
-  parent=(); roots=()
-  local d p line f argv oldest= first=
-  for d in /proc/[0-9]*; do
-    p=${d#/proc/}
-    { read -r line < "$d/stat"; } 2>/dev/null || continue
-    read -r -a f <<< "${line##*) }"  # f[0] state, f[1] ppid, f[19] start time
-    [ "${f[0]}" = Z ] || [ "${f[1]}" = $$ ] && continue
-    parent[$p]=${f[1]}
-    if [ "${f[1]}" = 0 ] && [ "$mode" != all ]; then
-      { mapfile -d '' -t argv < "$d/cmdline"; } 2>/dev/null
-      [ "${argv[-1]:-}" = "$shell" ] && roots[$p]=1
-    fi
-    if [ "${f[1]}" = 1 ] && { [ -z "$first" ] || [ "${f[19]}" -lt "$first" ]; }; then first=${f[19]}; oldest=$p; fi
-  done
-  [ -n "$oldest" ] && keep[$oldest]=1
-}
-for round in $(seq 100); do
-  scan; victims=()
-  for p in "${!parent[@]}"; do
-    [ -n "${keep[$p]:-}" ] && continue
-    [ "$mode" = end ] && [ -n "${roots[$p]:-}" ] && { victims+=("$p"); continue; }
-    if [ "$mode" != all ]; then
-      q=${parent[$p]}; hit=
-      while [ -n "$q" ] && [ "$q" != 0 ] && [ "$q" != 1 ]; do
-        [ -n "${roots[$q]:-}" ] && { hit=1; break; }
-        q=${parent[$q]:-}
-      done
-      [ -n "$hit" ] || continue
-    fi
-    victims+=("$p")
-  done
-  if [ ${#victims[@]} -eq 0 ]; then
-    [ "$mode" = all ] && find /tmp -mindepth 1 -delete 2>/dev/null
-    exit 0
-  fi
-  kill -STOP "${victims[@]}" 2>/dev/null; kill -KILL "${victims[@]}" 2>/dev/null
-done
-echo "hrbench: processes survived 100 kill rounds" >&2; exit 1
-"""
+# The scripts the harness runs in the container (as root unless said), files beside this module:
+# what each does and its arguments are in its header.
+_REAPER = backend_script(__name__, "reaper.sh")  # kill the agent's processes (all, or one shell's)
+_VERIFY = backend_script(__name__, "verify.sh")  # one verification in one exec
+_VERIFY_STARTED = "hrbench: verification started\n"  # verify.sh's first line: the exec did start
+_SOLVE = backend_script(__name__, "solve.sh")  # Harbor's oracle, as local runs it
+_TAR_PATHS = backend_script(__name__, "tar_paths.sh")  # a tar of the workdir and persisted paths
+_WRAP = backend_script(__name__, "wrap.sh")  # the agent's command, bounded, its group killed after
+_RELAY = backend_script(__name__, "relay.py")  # the persistent shell's host side (python -I -S)
 
-# One verification in one exec, as root: kill every agent process, shells included (_REAPER), move
-# the tests in from the root-only directory put_archive filled, run them as the agent user (as local
-# does; /logs is theirs, so checks.sh keeps its private results in the log root that `untrusted`
-# hides whole) under `timeout` in their own process group, kill whatever they left, remove /tests, keep
-# /logs in the private directory, and print the reward files, each behind a nonce read from that
-# directory: the verifier's output may quote agent files, but no agent could have learnt the
-# nonce to forge a reward line. Exit 86: the agent could not be stopped.
-_VERIFY = r"""
-reaper=$1 priv=$2 limit=$3 user=$4; shift 4
-for d in /.hrbench-verify-*; do [ "$d" = "$priv" ] || rm -rf "$d"; done
-rm -rf /tests
-bash -c "$reaper" hrbench all > "$priv/reaped" 2>&1 \
-  || { echo "hrbench: could not stop the agent's processes: $(tail -c 400 "$priv/reaped")"; exit 86; }
-# /logs starts as local's fresh one: nothing but the persisted /logs/artifacts (Harbor's), and verifier/
-find /logs -mindepth 1 -maxdepth 1 ! -name artifacts -exec rm -rf {} + 2>/dev/null
-mv "$priv/tests" /tests && mkdir -p /logs/verifier && chown -R "$user" /logs || exit 86
-setpriv --reuid="${user%%:*}" --regid="${user##*:}" --clear-groups \
-  timeout -s KILL "$limit" bash /tests/test.sh < /dev/null & p=$!; { wait $p; } 2>/dev/null; rc=$?
-bash -c "$reaper" hrbench all > "$priv/reaped" 2>&1
-rm -rf /tests; mv /logs/verifier "$priv/verifier"
-find /logs -mindepth 1 -maxdepth 1 ! -name artifacts -exec rm -rf {} + 2>/dev/null; chown 0:0 /logs
-read -r nonce < "$priv/nonce"
-for f in reward.txt reward.json; do
-  [ -f "$priv/verifier/$f" ] && [ ! -L "$priv/verifier/$f" ] \
-    && { printf '\n%s %s\n' "$nonce" "$f"; head -c 65536 "$priv/verifier/$f"; }
-done
-# the artifact paths present now (as local: none through a symlink on the way; an empty /logs/artifacts is none)
-for a in "$@"; do
-  q= bad=; IFS=/ read -r -a parts <<< "${a#/}"
-  for c in "${parts[@]}"; do q="$q/$c"; [ "$q" != "$a" ] && [ -L "$q" ] && bad=1; done
-  [ -n "$bad" ] || { [ ! -L "$a" ] && [ ! -e "$a" ]; } && continue
-  [ "$a" = /logs/artifacts ] && [ -d "$a" ] && [ ! -L "$a" ] && [ -z "$(ls -A "$a")" ] && continue
-  if [ -L "$a" ]; then kind=link; else kind=path; fi  # the engine's archive would follow a link: not read
-  printf '\n%s artifact\n%s %s' "$nonce" "$kind" "$a"
-done
-exit $rc
-"""
-
-# Harbor's oracle, as local runs it: the step's solution/ folder at /solution (root's, read-only to the
-# agent user), `bash /solution/solve.sh` run from WORKDIR as the agent user (so $0, BASH_SOURCE and
-# sibling helpers work), bounded and its process group killed after, as an agent command; /solution is
-# removed after. Exit 86: the folder could not be put in place.
-_SOLVE = r"""
-priv=$1 limit=$2 user=$3
-rm -rf /solution && mv "$priv/solution" /solution && rm -rf "$priv" || exit 86
-setpriv --reuid="${user%%:*}" --regid="${user##*:}" --clear-groups \
-  timeout -s KILL "$limit" bash /solution/solve.sh < /dev/null & p=$!; { wait $p; } 2>/dev/null; rc=$?
-kill -KILL -- -$p 2>/dev/null; rm -rf /solution
-exit $rc
-"""
-
-# A tar of the paths given that exist (the workdir and the persisted paths), on stdout, as root.
-_TAR_PATHS = r"""
-cd / || exit 2
-have=()
-for p in "$@"; do [ -e "${p#/}" ] && [ ! -L "${p#/}" ] && have+=("${p#/}"); done
-[ ${#have[@]} -gt 0 ] || exit 0
-exec tar -cf - --no-wildcards -- "${have[@]}"
-"""
-
-# The agent's command, bounded by `timeout` (which signals its whole process group), and
-# whatever it left running in that group killed after it: as with local, where a command's
-# sandbox dies with it, a background job does not outlive its command.
-_WRAP = ('timeout -s KILL "$1" bash -c "$2" & p=$!; { wait $p; } 2>/dev/null; rc=$?; '
-         'kill -KILL -- -$p 2>/dev/null; exit $rc')
 # The container's main process. The engine's init (`init=True`: tini on Docker, catatonit on
 # podman) is PID 1 and reaps the orphans an agent leaves, which would otherwise stay zombies and
 # count against the pids limit; the reaper spares the main process as PID 1's oldest child.
 _MAIN = ["sleep", "infinity"]
 
-# The persistent shell's host side: a process piping its stdin and stdout to a started exec's
-# hijacked connection (Docker's raw stream: 8-byte frame headers on the way out). Plain sockets
-# and the standard library only, run with `python -I -S`: it starts in a few hundredths of a
-# second, where importing the Docker SDK (and hrbench) took about a second of CPU per shell.
-# argv: unix|tcp, socket path or host:port, the request path.
-_RELAY = r"""
-import os, socket, sys, threading
-kind, where, path = sys.argv[1:4]
-if kind == "unix":
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(where)
-else:
-    host, _, port = where.rpartition(":")
-    s = socket.create_connection((host, int(port)))
-body = b'{"Detach": false, "Tty": false}'
-s.sendall(("POST %s HTTP/1.1\r\nHost: docker\r\nContent-Type: application/json\r\nConnection: Upgrade\r\n"
-           "Upgrade: tcp\r\nContent-Length: %d\r\n\r\n" % (path, len(body))).encode() + body)
-buf = b""
-while b"\r\n\r\n" not in buf:
-    chunk = s.recv(65536)
-    if not chunk:
-        sys.exit("hrbench: the Docker API closed the shell's connection: %r" % buf[:300])
-    buf += chunk
-head, _, buf = buf.partition(b"\r\n\r\n")
-if head.split(b" ", 2)[1] not in (b"101", b"200"):
-    sys.exit("hrbench: the Docker API refused the shell's exec: %r" % head[:300])
 
-def feed():
-    try:
-        while data := os.read(0, 65536):
-            s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
+def check_image_seal(client: docker.DockerClient, record: Path, ref: str) -> tuple[str | None, str | None]:
+    """(image id, None) when the engine's `ref` is the image whose id `record` holds, else (None, why).
 
-threading.Thread(target=feed, daemon=True).start()
-while True:
-    while len(buf) >= 8 and len(buf) >= 8 + int.from_bytes(buf[4:8], "big"):
-        end = 8 + int.from_bytes(buf[4:8], "big")
-        view = memoryview(buf)[8:end]
-        while view:
-            view = view[os.write(1, view):]
-        buf = buf[end:]
+    An image id is the sha256 of the image's configuration, which holds the sha256 of each layer's
+    content (its diff_id, computed when the layer was committed): a retagged or replaced image has
+    another id. (A layer edited in place inside the engine's storage is not seen: only the engine's
+    root can do that.)"""
+    import docker
+
     try:
-        chunk = s.recv(65536)
-    except OSError:
-        chunk = b""
-    if not chunk:
-        break
-    buf += chunk
-"""
+        recorded_ref, recorded = record.read_text().split()
+    except FileNotFoundError:
+        return None, f"no image id recorded ({record.name} is missing)"
+    except ValueError:
+        return None, f"its record {record} is unreadable"
+    try:
+        actual = client.images.get(ref).id
+    except docker.errors.ImageNotFound:
+        return None, "the image is gone from the engine"
+    if recorded_ref != ref or actual != recorded:
+        return None, f"image {actual[7:19]} differs from the {recorded[7:19]} recorded when it was built"
+    return actual, None
+
+
+def sealed_state_problems(cache_dir: Path) -> Iterator[tuple[Path, str | None]]:
+    """Each state image recorded under a cache directory, with what is wrong with it (None: it holds).
+    For `hrbench verify`: the engine is DOCKER_HOST's (or the SDK's default)."""
+    records = sorted((cache_dir / IMAGE_SEALS).glob("*/*.image"))
+    if not records:
+        return
+    try:
+        client = _client()
+    except SandboxError as exc:
+        for record in records:
+            yield record, f"not checked: {exc}"
+        return
+    for record in records:
+        words = record.read_text().split()
+        yield record, check_image_seal(client, record, words[0] if words else "")[1]
+
+
+def _sized_paths(task: Task) -> list[str]:
+    """The paths a trial's container mounts as sized tmpfs: the workdir and the persisted paths outside it."""
+    workdir = task.workdir.rstrip("/")
+    return [workdir, *(p for p in task.persist if not (p.rstrip("/") + "/").startswith(workdir + "/"))]
 
 
 def _client(docker_host: str | None = None) -> docker.DockerClient:
@@ -326,12 +223,14 @@ def _tests_tar(task: Task, stage: Stage, top: str, nonce: str) -> bytes:
     return _tar(files)
 
 
-def _split_verifier_output(text: str, nonce: str) -> tuple[str, dict[str, bytes], list[tuple[str, bool]]]:
-    """The verifier's own output, the reward files printed after it behind `nonce` lines, and the
-    artifact paths found after it (each with whether it is a symlink)."""
+def _split_verifier_output(text: str, nonce: str) -> tuple[str, dict[str, bytes], list[tuple[str, bool]], list[int]]:
+    """The verifier's own output, the reward files printed after it behind `nonce` lines, the
+    artifact paths found after it (each with whether it is a symlink), and what it met (verify.sh's
+    `fault` line: OOM kills, refused forks, the workdir's free bytes and free inodes)."""
     parts = text.split(f"\n{nonce} ")
     files: dict[str, bytes] = {}
     artifacts: list[tuple[str, bool]] = []
+    met: list[int] = []
     for part in parts[1:]:
         name, _, body = part.partition("\n")
         if name in ("reward.txt", "reward.json"):
@@ -339,7 +238,10 @@ def _split_verifier_output(text: str, nonce: str) -> tuple[str, dict[str, bytes]
         elif name == "artifact":
             kind, _, path = body.partition(" ")
             artifacts.append((path, kind == "link"))
-    return parts[0], files, artifacts
+        elif name == "fault":  # four numbers, unless a fork in verify.sh was refused
+            words = body.split()[:4]
+            met = [int(word) for word in words] if all(w.lstrip("-").isdigit() for w in words) else []
+    return parts[0], files, artifacts, met
 
 
 class _Chunks(io.RawIOBase):
@@ -437,14 +339,15 @@ class DockerShell(PersistentShell):
         super().close()
 
 
-class DockerEnvironment:
+class DockerEnvironment(StagedEnvironment):
     """One trial's container; every exec runs in it as the agent user."""
 
-    def __init__(self, backend: DockerBackend, task: Task, container_id: str, user: str):
+    def __init__(self, backend: DockerBackend, task: Task, container_id: str, user: str, sized: bool = True):
         self.backend = backend
         self.task = task
         self.container_id = container_id
         self.user = user
+        self.sized = sized  # the workdir and persisted paths are sized tmpfs mounts (a trial's container)
         self.shells: set[DockerShell] = set()
         self.alive = True
         self.artifacts_dir: Path | None = None  # where verify() saves artifacts (per stage), when set
@@ -512,24 +415,16 @@ class DockerEnvironment:
                                f"{result.output[-400:]}")
         return result
 
-    def begin_stage(self, stage: Stage) -> None:
-        """Before the agent's turn at `stage` (once per stage), as local: the step's workdir/ files
-        copied into WORKDIR (the agent user's), its setup.sh run there (then removed), its healthcheck
-        run. Raises SandboxError when setup.sh or a healthcheck fails."""
-        if stage.index not in self._begun and stage.workdir_files is not None:
-            files: dict[str, tuple[bytes | str | None, int]] = {}
-            _add_folder(files, stage.workdir_files, ".")
-            self.backend.client.api.put_archive(self.container_id, self.task.workdir, _tar(files))
-            done = self.root_exec('chown -R "$1" "$2"', [self.user, self.task.workdir], 60)
-            if done.exit_code != 0:
-                raise SandboxError(f"task {self.task.name!r}: step {stage.name!r}: giving its workdir/ files to the "
-                                   f"agent user failed:\n{done.output[-400:]}")
-        # the rest is local's, over this environment's `exec`: setup.sh, the healthcheck, once per stage
-        # (its workdir/ copy writes a workspace directory, done above through the engine instead)
-        LocalEnvironment.begin_stage(self, stage.model_copy(update={"workdir_files": None}))
-
-    # Docker HEALTHCHECK semantics over this environment's exec: local's loop, which needs only `exec`
-    healthcheck = LocalEnvironment.healthcheck
+    def _copy_step_files(self, stage: Stage) -> None:
+        """The step's workdir/ files into WORKDIR through the engine (put_archive resolves paths in the
+        container's root), then given to the agent user."""
+        files: dict[str, tuple[bytes | str | None, int]] = {}
+        _add_folder(files, stage.workdir_files, ".")
+        self.backend.client.api.put_archive(self.container_id, self.task.workdir, _tar(files))
+        done = self.root_exec('chown -R "$1" "$2"', [self.user, self.task.workdir], 60)
+        if done.exit_code != 0:
+            raise SandboxError(f"task {self.task.name!r}: step {stage.name!r}: giving its workdir/ files to the "
+                               f"agent user failed:\n{done.output[-400:]}")
 
     def exec(self, command: str, timeout_s: float) -> ExecResult:
         """Run `command` with bash as the agent user, bounded by `timeout_s`, with [environment.env]."""
@@ -615,33 +510,121 @@ class DockerEnvironment:
         one. One exec does it all (_VERIFY), with the tests and the reward in transit through a
         root-only directory. The terminal opens a new shell for the next part (files persist,
         shell state does not)."""
+        import docker
+
         top, nonce = f".hrbench-verify-{secrets.token_hex(8)}", f"HRBENCH-{secrets.token_hex(16)}"
         self.backend.client.api.put_archive(self.container_id, "/", _tests_tar(self.task, stage, top, nonce))
         limit = self.task.verifier_timeout_sec
         paths = list(dict.fromkeys(("/logs/artifacts", *self.task.artifacts, *stage.artifacts)))
         env = task_env(self.task, self.task.verifier_env, stage.verifier_env, where="[verifier.env]")
-        run = self._run(["bash", "-c", _VERIFY, "hrbench", _REAPER, f"/{top}", f"{limit:.3f}",
-                         _numeric(self.user), *paths], "0", limit + 60, env)
+        argv = ["bash", "-c", _VERIFY, "hrbench", _REAPER, f"/{top}", f"{limit:.3f}", _numeric(self.user), *paths]
+        try:
+            run = self._run(argv, "0", limit + 60, env)
+        except docker.errors.APIError as exc:  # the engine could not create or start the exec (a dead init, say)
+            run = ExecResult(exit_code=-1, output=f"hrbench: the verification's exec failed: {exc}", duration_s=0.0)
+        # verify.sh did not start (runc joins the container's cgroups, whose processes or memory the agent
+        # used up), the reaper could not stop the agent, or the script could not finish its own bookkeeping
+        # (forks refused while the killed processes were still counted): end every process from outside
+        # and verify in the restarted container, with the container's whole budget.
+        restarted = (not run.output.startswith(_VERIFY_STARTED) or run.exit_code == 86
+                     or len(_split_verifier_output(run.output, nonce)[3]) != 4)
+        if restarted and not self._restart():
+            for shell in list(self.shells):
+                shell._release()
+            # never verify the image's copy in its place: the stage is the agent's failure, unverified
+            return VerifierResult(reward=0.0, passed=False, output="", duration_s=run.duration_s, agent_fault=(
+                "the agent used up the container's memory until its init was killed: the container stopped, "
+                "and the workspace it left (a tmpfs) with it; the stage is not verified"))
+        if restarted:
+            run = self._run(argv, "0", limit + 60, env)
         for shell in list(self.shells):  # their bash died with every other agent process
             shell._release()
-        if run.exit_code == 86:
+        if run.exit_code == 86 or not run.output.startswith(_VERIFY_STARTED):
             raise SandboxError(f"container {self.container_id[:12]}: {run.output[-400:]}")
-        output, files, artifacts = _split_verifier_output(run.output, nonce)
+        output, files, artifacts, met = _split_verifier_output(run.output.removeprefix(_VERIFY_STARTED), nonce)
         with tempfile.TemporaryDirectory(prefix="hrbench-reward-") as tmp:
             for name, data in files.items():
                 (Path(tmp) / name).write_bytes(data)
             # The same reward semantics as local (Harbor's: reward.txt, else reward.json's `reward`;
             # no reward file is a verifier error, never a silent 0).
-            try:
-                rewards = _read_rewards(Path(tmp))
-                reward, error = _unit(primary_reward(rewards)), None
-            except RewardError as exc:
-                rewards, reward, error = {}, 0.0, str(exc)
+            rewards, reward, error = score_rewards(Path(tmp))
         if self.artifacts_dir is not None:
             self._save_artifacts(artifacts, self.artifacts_dir / stage.name)
-        return VerifierResult(reward=reward, passed=error is None and reward >= 1.0 - 1e-9, output=output[-4000:],
-                              duration_s=run.duration_s, rewards=rewards, error=error,
+        passed = error is None and reward >= 1.0 - 1e-9
+        # What the agent did is its failure (`failed` with this as the detail, never a `verifier_error`
+        # it could use to veto it): a restart it forced, or a verifier that gave no reward because of
+        # the workspace it left (full) or the agent's code it ran (it met the container's bounds).
+        faults = [] if passed else self._faults(met if error is not None else [], restarted)
+        agent_fault = "; ".join(faults + ([f"the verifier gave no reward ({error})"] if error and faults else []))
+        agent_fault = agent_fault or None
+        return VerifierResult(reward=reward, passed=passed, output=output[-4000:], duration_s=run.duration_s,
+                              rewards=rewards, error=None if agent_fault else error, agent_fault=agent_fault,
                               artifacts=[path for path, _ in artifacts])
+
+    def _faults(self, met: list[int], restarted: bool) -> list[str]:
+        """What the agent did that explains its verification's outcome (see `verify`)."""
+        faults = []
+        if restarted:
+            faults.append("the agent used up the container's processes or memory (no process could start in it, "
+                          "or its processes outlived the reaper): they were killed from outside and the verifier "
+                          "ran in the restarted container")
+        if len(met) == 4:
+            oom, forks, free_bytes, free_inodes = met
+            if self.sized and (free_bytes < _FULL_BYTES or free_inodes == 0):
+                faults.append(f"the agent left its workspace full ({self.backend.workspace_mb} MB)")
+            for count, what in ((oom, f"memory bound ({self.backend.memory_mb} MB)"),
+                                (forks, f"process bound ({self.backend.pids_limit})")):
+                if count > 0:
+                    faults.append(f"the verifier, running on the agent's workspace, met the container's {what}")
+        return faults
+
+    def own_sized_paths(self, recursive: bool = False) -> None:
+        """Give the sized mounts' roots (a tmpfs mount root is root's) to the agent user, as the image had
+        them; `recursive`: everything in them too (as a step's workdir/ files are given)."""
+        done = self.root_exec('user=$1 flag=$2; shift 2; chown $flag "$user" "$@"',
+                              [self.user, "-R" if recursive else "--", *_sized_paths(self.task)], 60)
+        if done.exit_code != 0:
+            raise SandboxError(f"container {self.container_id[:12]}: giving the workdir to the agent user failed: "
+                               f"{done.output[-400:]}")
+
+    def _restart(self) -> bool:
+        """Every process of the container ended from outside (the engine's kill of its init needs no
+        exec in it: the pid namespace dies with PID 1), then the container started again with the
+        workspace the agent left: the sized mounts' content is read out first through the engine's
+        archive endpoint (which starts no process in the container) and put back after. False when
+        that workspace is gone: the container had stopped already (its init killed by the kernel when
+        the agent used up the memory), taking its tmpfs mounts with it."""
+        import docker
+
+        api = self.backend.client.api
+        log.warning("container %s: no process could start in it (the agent used up its processes or memory); "
+                    "restarting it to verify", self.container_id[:12])
+        kept, saved = not self.sized, []
+        if self.sized:
+            try:
+                saved = [(path, b"".join(api.get_archive(self.container_id, path)[0]))
+                         for path in _sized_paths(self.task)]
+                kept = True
+            except docker.errors.APIError as exc:  # the container stopped: its mounts are gone
+                log.warning("container %s: its workspace could not be read before the restart: %s",
+                            self.container_id[:12], exc)
+        try:
+            api.kill(self.container_id)
+        except docker.errors.APIError:  # it stopped already (its init was OOM-killed, say)
+            pass
+        api.wait(self.container_id, timeout=60)
+        api.start(self.container_id)
+        if saved:  # the engine copied the image's content into the fresh mounts: the agent's replaces it
+            cleared = self.root_exec('for d in "$@"; do find "$d" -mindepth 1 -delete || exit 1; done',
+                                     [path for path, _ in saved], 60)
+            if cleared.exit_code != 0:
+                raise SandboxError(f"container {self.container_id[:12]}: clearing the restarted workspace failed: "
+                                   f"{cleared.output[-400:]}")
+            for path, archive in saved:
+                api.put_archive(self.container_id, posixpath.dirname(path.rstrip("/")) or "/", archive)
+        if self.sized:
+            self.own_sized_paths(recursive=True)  # the engine extracts archives as the container's root
+        return kept
 
     def _save_artifacts(self, paths: list[tuple[str, bool]], dest: Path) -> None:
         """The artifacts found after a verification, read out of the container (`get_archive`, the
@@ -698,22 +681,24 @@ class DockerBackend:
 
     def __init__(self, cache_dir: Path, memory_mb: int = 1024, cpus: float = 1.0, pids_limit: int = 256,
                  tmp_mb: int = 256, base_image: str = DEFAULT_BASE_IMAGE, docker_host: str | None = None,
-                 file_mb: int = 1024):
-        """`cache_dir` holds only the build locks (the images live in the engine); trajectories go
-        beside it, as with local. `file_mb` bounds each file a trial writes (RLIMIT_FSIZE, as local
-        without root bounds its workspace): the container's writable layer has no quota."""
+                 file_mb: int = 1024, workspace_mb: int = 1024):
+        """`cache_dir` holds the build locks and the state images' seals (the images live in the engine);
+        trajectories go beside it, as with local. A trial's workdir and each persisted path are tmpfs
+        mounts of `workspace_mb` (charged to the container's memory, as local's workspace is as root);
+        `file_mb` bounds each file a trial writes (RLIMIT_FSIZE) elsewhere too."""
         self.cache_dir = Path(cache_dir)
         self.memory_mb = memory_mb
         self.cpus = cpus
         self.pids_limit = pids_limit
         self.tmp_mb = tmp_mb
         self.file_mb = file_mb
+        self.workspace_mb = workspace_mb
         self.base_image = base_image
         self.docker_host = docker_host or os.environ.get("DOCKER_HOST")
         self._client: docker.DockerClient | None = None
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
-        self._known: set[str] = set()  # state images seen in the engine by this process
+        self._known: dict[str, str] = {}  # state image tag -> the sealed id it was checked to name (this process)
         self._users: dict[str, str] = {}  # image -> its agent user
         self.owner = secrets.token_hex(8)  # OWNER_LABEL of this backend's containers
 
@@ -748,9 +733,26 @@ class DockerBackend:
         return "hrbench-env/" + (re.sub(r"[^a-z0-9._-]+", "-", task.name.lower()).strip("-._") or "task")
 
     def state_image(self, task: Task, stages_done: int) -> str:
-        """The tag of e_{stages_done}: a changed task or a changed recipe here is a new image."""
-        key = hashlib.sha256(f"{task.content_hash()} {STATE_RECIPE}".encode()).hexdigest()[:12]
-        return f"{self._repo(task)}:{key}-after-{stages_done}"
+        """The tag of e_{stages_done}: a changed task or a changed recipe here is a new image, and so is
+        another cache directory (another study's states are not this one's, as on local)."""
+        key = hashlib.sha256(f"{task.content_hash()} {STATE_RECIPE} {self.cache_dir.resolve()}".encode()).hexdigest()
+        return f"{self._repo(task)}:{key[:12]}-after-{stages_done}"
+
+    def _seal_path(self, ref: str) -> Path:
+        repo, tag = ref.rsplit(":", 1)
+        return self.cache_dir / IMAGE_SEALS / repo.replace("/", "_") / f"{tag}.image"
+
+    def _seal(self, ref: str, image_id: str) -> None:
+        """Record the id of the image just committed as `ref` (the harness's file, atomically)."""
+        record = self._seal_path(ref)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        partial = record.with_name(f".{record.name}.{os.getpid()}")
+        partial.write_text(f"{ref} {image_id}\n")
+        os.replace(partial, record)
+
+    def sealed_image(self, ref: str) -> tuple[str | None, str | None]:
+        """(the id `ref` names, None) when it is the image recorded when `ref` was built; else (None, why)."""
+        return check_image_seal(self.client, self._seal_path(ref), ref)
 
     def _has_image(self, ref: str) -> bool:
         import docker
@@ -817,7 +819,7 @@ class DockerBackend:
         """The image of the oracle state after the first `stages_done` stages, built once and reused."""
         self.check_supported(task)
         ref = self.state_image(task, stages_done)
-        if ref in self._known:
+        if ref in self._known:  # checked against its seal once per process
             return ref
         lock_path = self.cache_dir / "locks" / f"{ref.replace('/', '_').replace(':', '_')}.lock"
         lock_path.parent.mkdir(parents=True, exist_ok=True)
@@ -826,11 +828,14 @@ class DockerBackend:
         with self._lock(ref), open(lock_path, "w") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
             if self._has_image(ref):
-                self._known.add(ref)
-                return ref
+                image_id, problem = self.sealed_image(ref)
+                if image_id is not None:
+                    self._known[ref] = image_id
+                    return ref
+                log.warning("state image %s: %s; rebuilding it", ref, problem)
             if stages_done == 0:
                 built = self._build_task_image(task)
-                env = self._container(task, built, user="0")
+                env = self._container(task, built, user="0", sized=False)
                 try:
                     env.user = self._agent_user(built)
                     # the workdir and the persisted paths outside it (/output, /logs/artifacts, declared ones),
@@ -850,7 +855,7 @@ class DockerBackend:
                 finally:
                     env.close()
             else:
-                env = self._container(task, self.checkpoint_state(task, stages_done - 1))
+                env = self._container(task, self._state_id(task, stages_done - 1), sized=False)
                 try:
                     stage = task.stages[stages_done - 1]
                     result = env.run_solution(stage)
@@ -863,16 +868,23 @@ class DockerBackend:
                     self._commit(env, ref, env.user)
                 finally:
                     env.close()
-            self._known.add(ref)
             return ref
+
+    def _state_id(self, task: Task, stages_done: int) -> str:
+        """The sealed image id of e_{stages_done}: containers start from the id that was checked, never
+        from a tag that could be moved after the check."""
+        return self._known[self.checkpoint_state(task, stages_done)]
 
     def _commit(self, env: DockerEnvironment, ref: str, user: str) -> None:
         repo, tag = ref.rsplit(":", 1)
         # the agent user travels as a label: the image's USER stays root, so root execs need no override
         # no pause: every agent process is dead by now (nothing writes), and runc's freezer can fail
         # under load ("pausing container ... to commit"), which would fail the whole state build
-        self.client.api.commit(env.container_id, repository=repo, tag=tag, pause=False,
-                               conf={"Labels": {LABEL: env.task.name, f"{LABEL}.user": user}})
+        image_id = self.client.api.commit(env.container_id, repository=repo, tag=tag, pause=False,
+                                          conf={"Labels": {LABEL: env.task.name, f"{LABEL}.user": user}})["Id"]
+        image_id = image_id if image_id.startswith("sha256:") else f"sha256:{image_id}"
+        self._seal(ref, image_id)
+        self._known[ref] = image_id
 
     # -- containers ------------------------------------------------------------------------
 
@@ -880,8 +892,14 @@ class DockerBackend:
         config = tomllib.loads((task.path / "task.toml").read_text())
         return bool(config.get("environment", {}).get("allow_internet", False))
 
-    def _container(self, task: Task, image: str, user: str | None = None) -> DockerEnvironment:
-        """A running container of `image` with the trial limits; `user` defaults to the image's agent user."""
+    def _container(self, task: Task, image: str, user: str | None = None, sized: bool = True) -> DockerEnvironment:
+        """A running container of `image` with the trial limits; `user` defaults to the image's agent user.
+
+        `sized`: the workdir and the persisted paths are tmpfs mounts of `workspace_mb` (the engine
+        copies the image's content there at start: podman's default `tmpcopyup`), so what the agent
+        writes there is bounded in all; /var/tmp, the image's other world-writable directory, is one of
+        `tmp_mb`. Containers that build oracle states are not sized: `docker commit` keeps the writable
+        layer only, not what is in a tmpfs."""
         import docker
         from docker.types import Ulimit
 
@@ -898,7 +916,9 @@ class DockerBackend:
             # no quota on the writable layer (the storage driver here sets none): each file is bounded
             ulimits=[Ulimit(name="fsize", soft=self.file_mb << 20, hard=self.file_mb << 20),
                      *(Ulimit(name=name, soft=n, hard=n) for name, n in _ULIMITS.items())],
-            tmpfs={"/tmp": f"rw,exec,nosuid,size={self.tmp_mb}m,mode=1777"},
+            tmpfs={"/tmp": f"rw,exec,nosuid,size={self.tmp_mb}m,mode=1777",
+                   **({path: f"rw,exec,nosuid,size={self.workspace_mb}m,mode=0755" for path in _sized_paths(task)}
+                      | {"/var/tmp": f"rw,nosuid,size={self.tmp_mb}m,mode=1777"} if sized else {})},
             # the agent user gets no capability; root's few serve the harness's own execs (chown the
             # workdir, kill the agent's processes, run the verifier as the agent user)
             cap_drop=["ALL"], cap_add=["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID"],
@@ -917,7 +937,10 @@ class DockerBackend:
                 raise
         except docker.errors.APIError as exc:
             raise SandboxError(f"task {task.name!r}: starting a container of {image} failed: {exc}") from exc
-        return DockerEnvironment(self, task, container_id, user)
+        env = DockerEnvironment(self, task, container_id, user, sized)
+        if sized:
+            env.own_sized_paths()
+        return env
 
     def remove_container(self, container_id: str) -> None:
         import docker
@@ -931,7 +954,7 @@ class DockerBackend:
         """A fresh container of the checkpoint image, for one trial."""
         if state is not None:
             raise SandboxError(AGENT_STATES_UNSUPPORTED)
-        env = self._container(task, self.checkpoint_state(task, stages_done))
+        env = self._container(task, self._state_id(task, stages_done))
         ready_for_first_stage(env, task, stages_done)
         return env
 
@@ -940,7 +963,7 @@ class DockerBackend:
 
     def restore(self, env: DockerEnvironment, stages_done: int) -> None:
         """State repair: the trial continues in a new container of the oracle state e_{stages_done}."""
-        image = self.checkpoint_state(env.task, stages_done)
+        image = self._state_id(env.task, stages_done)
         for shell in list(env.shells):
             shell.close()
         fresh = self._container(env.task, image)

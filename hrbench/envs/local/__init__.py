@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import fcntl
 import functools
-import json
 import logging
-import math
 import os
 import select
-import shlex
 import shutil
 import stat
 import subprocess
@@ -25,16 +22,21 @@ from typing import TYPE_CHECKING
 
 from hrbench.envs import states
 from hrbench.envs.base import (
+    CHECK_LIBRARY,
+    PERSIST_DIR,
+    SANDBOX_PATH,
     ExecResult,
     SandboxError,
+    StagedEnvironment,
     VerifierResult,
     WorkdirFile,
+    backend_script,
     ready_for_first_stage,
+    score_rewards,
     task_env,
 )
-from hrbench.envs.confine import (
+from hrbench.envs.local.confine import (
     LAUNCH_ENV,
-    SANDBOX_PATH,
     SandboxLimits,
     TrialCgroup,
     area_tempdir,
@@ -49,14 +51,8 @@ from hrbench.envs.confine import (
     unmount,
 )
 from hrbench.harness.truncation import HeadTail
-from hrbench.tasks.harbor import (
-    RewardError,
-    parse_reward_json,
-    parse_reward_text,
-    primary_reward,
-    save_artifacts,
-)
-from hrbench.tasks.model import Healthcheck, Stage, Task
+from hrbench.tasks.harbor import save_artifacts
+from hrbench.tasks.model import Stage, Task
 
 if TYPE_CHECKING:
     from hrbench.envs.shell import PersistentShell
@@ -64,7 +60,6 @@ if TYPE_CHECKING:
 __all__ = ["LocalBackend", "LocalEnvironment", "SandboxLimits", "bwrap_available", "copy_tree"]
 
 log = logging.getLogger(__name__)
-CHECK_LIBRARY = Path(__file__).resolve().parent.parent / "tasks" / "checks.sh"
 EXEC_OUTPUT_LIMIT = 256 * 1024  # head + tail kept of one exec's output
 VERIFIER_OUTPUT_LIMIT = 64 * 1024  # head + tail kept of a verifier's output
 _KILL_GRACE_S = 5.0
@@ -76,19 +71,10 @@ _KILL_GRACE_S = 5.0
 # directory the agent can write (docs/security.md, "Paths the host touches").
 WORK_DIR = "work"
 PERSIST_ROOT = "persist"
-# How persisted paths are named in `workdir_files` (relative to the workdir), on both backends.
-PERSIST_DIR = ".hrbench-persist"
 # What verifiers get besides the host's /usr (docs/tasks.md, "verifier tooling"): `python` for
 # `python3`; pytest is Debian's python3-pytest (scripts/verifier_toolchain.sh installs it).
 VERIFIER_TOOLCHAIN = "/opt/hrbench-verifier/bin"
-# The step's files win over what the agent left at their paths (Harbor's upload overwrites): a symlink
-# or a non-directory where the step has a directory is removed first, and files replace files.
-_STEP_COPY = r"""W={workdir}; cd {files} && find . -mindepth 1 -type d -print0 | while IFS= read -r -d '' d; do
-  t="$W/$d"; if [ -L "$t" ] || {{ [ -e "$t" ] && [ ! -d "$t" ]; }}; then rm -f "$t"; fi; done
-cp -R -P --remove-destination --preserve=mode,timestamps,links {files}/. "$W/" \
-  || {{ echo 'hrbench: copying the step workdir/ files failed'; exit 1; }}
-cd "$W"
-"""
+_STEP_COPY = backend_script(__name__, "step_copy.sh")  # a step's workdir/ files into WORKDIR, in the sandbox
 _FULL_BYTES = 1 << 20  # a sized workspace with less free space than this is full
 STEP_FILES = "/opt/hrbench-step-workdir"  # a step's workdir/ files, bound read-only while they are copied in
 
@@ -228,7 +214,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-class LocalEnvironment:
+class LocalEnvironment(StagedEnvironment):
     """A live workspace; every exec is a fresh sandboxed process over the same files.
 
     Every process the environment starts (execs, shells, verifiers) joins one cgroup per
@@ -316,25 +302,6 @@ class LocalEnvironment:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def begin_stage(self, stage: Stage) -> None:
-        """Before the agent's turn at `stage` (once per stage): the step's workdir/ files copied into
-        WORKDIR, its setup.sh run there (then removed), its healthcheck run. Raises SandboxError when
-        setup.sh or a healthcheck fails: the environment is not what the task promised."""
-        if stage.index in self._begun:
-            return
-        self._begun.add(stage.index)
-        if stage.workdir_files is not None:
-            self._copy_step_files(stage)
-        if stage.setup_script is not None:
-            script = f"{self.task.workdir}/setup.sh"
-            result = self.exec(f"bash {script}; code=$?; rm -f {script}; exit $code\n",
-                               stage.agent_timeout_sec or self.task.agent_timeout_sec)
-            if result.exit_code != 0:
-                raise SandboxError(f"task {self.task.name!r}: steps/{stage.name}/workdir/setup.sh failed "
-                                   f"(exit {result.exit_code}):\n{result.output[-800:]}")
-        if stage.healthcheck is not None:
-            self.healthcheck(stage.healthcheck, f"[steps.healthcheck] of step {stage.name!r}")
-
     def _copy_step_files(self, stage: Stage) -> None:
         """The step's workdir/ files into WORKDIR, copied by the sandbox itself into its own view: the
         workspace holds what the agent left, and a symlink there must not lead a host-side copy out of
@@ -344,33 +311,14 @@ class LocalEnvironment:
             shutil.copytree(stage.workdir_files, staged / "files", symlinks=True)
             sandbox_owner(staged / "files")
             args = self._args(["--ro-bind", str(staged / "files"), STEP_FILES], env=task_env(self.task))
-            result = run_confined(confined_argv(args, ["/bin/bash", "-s"], self.limits, self.cgroup),
-                                  _STEP_COPY.format(files=STEP_FILES, workdir=shlex.quote(self.task.workdir)),
+            argv = ["/bin/bash", "-s", STEP_FILES, self.task.workdir]
+            result = run_confined(confined_argv(args, argv, self.limits, self.cgroup), _STEP_COPY,
                                   stage.agent_timeout_sec or self.task.agent_timeout_sec, self.cgroup)
         finally:
             shutil.rmtree(staged, ignore_errors=True)
         if result.exit_code != 0:
             raise SandboxError(f"task {self.task.name!r}: copying steps/{stage.name}/workdir/ into the workspace "
                                f"failed (exit {result.exit_code}):\n{result.output[-800:]}")
-
-    def healthcheck(self, check: Healthcheck, what: str) -> None:
-        """Docker HEALTHCHECK semantics: healthy at the first passing run; failures during
-        start_period_sec do not count; `retries` consecutive failures after it are unhealthy."""
-        start = time.monotonic()
-        failures = 0
-        while True:
-            result = self.exec(check.command + "\n", check.timeout_sec)
-            if result.exit_code == 0 and not result.timed_out:
-                return
-            in_grace = time.monotonic() - start < check.start_period_sec
-            if not in_grace:
-                failures += 1
-                if failures >= check.retries:
-                    raise SandboxError(
-                        f"task {self.task.name!r}: {what} failed {failures} time(s): `{check.command}` exited "
-                        f"{result.exit_code}{' (timed out)' if result.timed_out else ''}; output: "
-                        f"{result.output[-400:]!r}")
-            time.sleep(check.start_interval_sec if in_grace else check.interval_sec)
 
     def stop_agent_processes(self) -> None:
         """End every process the agent has running here: its shells and anything they started."""
@@ -417,11 +365,8 @@ class LocalEnvironment:
                 if not group.kill():
                     raise SandboxError("the verifier's processes could not be killed; its reward is not read")
                 agent_fault = None
-                try:
-                    rewards = _read_rewards(logs / "verifier")
-                    reward, error = _unit(primary_reward(rewards)), None
-                except RewardError as exc:
-                    rewards, reward, error = {}, 0.0, str(exc)
+                rewards, reward, error = score_rewards(logs / "verifier")
+                if error is not None:
                     agent_fault = self._agent_fault(events, group.limit_events())
                 if result.timed_out and error is not None:
                     error = f"the verifier timed out after {timeout:g}s ([verifier] timeout_sec); {error}"
@@ -520,63 +465,6 @@ class LocalEnvironment:
                 unmount(self.root)
                 self._mounted = False
             shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _unit(value: object) -> float:
-    """A reward in [0, 1]; NaN, infinities and non-numbers are invalid (ValueError)."""
-    number = float(value)  # type: ignore[arg-type]
-    if not math.isfinite(number):
-        raise ValueError(f"reward {value!r} is not a finite number")
-    return min(1.0, max(0.0, number))
-
-
-REWARD_FILE_LIMIT = 1 << 20
-
-
-def _read_small(folder_fd: int, name: str) -> str | None:
-    """A regular file's text (at most REWARD_FILE_LIMIT bytes), never through a symlink; None if absent.
-
-    The verifier's processes (and agent code it runs) write /logs as the sandbox uid: a planted
-    symlink must not make the harness read a host file as the reward."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ValueError(f"{name} cannot be opened: {exc}") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > REWARD_FILE_LIMIT:
-            raise ValueError(f"{name} is not a regular file of at most {REWARD_FILE_LIMIT} bytes")
-        return os.read(fd, REWARD_FILE_LIMIT + 1).decode("utf-8", errors="replace")
-    finally:
-        os.close(fd)
-
-
-def _read_rewards(folder: Path) -> dict[str, float]:
-    """Harbor's reward files: reward.txt (one number) first, else reward.json (a table of numbers).
-    Neither, or an unreadable one, is a verifier error (RewardError), never a silent 0."""
-    try:
-        folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError as exc:
-        raise RewardError("the verifier left no /logs/verifier folder (no reward.txt or reward.json)") from exc
-    try:
-        text = _read_small(folder_fd, "reward.txt")
-        if text is not None:
-            return parse_reward_text(text)
-        json_text = _read_small(folder_fd, "reward.json")
-        if json_text is not None:
-            try:
-                data = json.loads(json_text)
-            except json.JSONDecodeError as exc:
-                raise RewardError(f"reward.json is not JSON: {exc}") from exc
-            return parse_reward_json(data)
-    except ValueError as exc:
-        raise exc if isinstance(exc, RewardError) else RewardError(str(exc)) from exc
-    finally:
-        os.close(folder_fd)
-    raise RewardError("missing reward file: the verifier wrote neither /logs/verifier/reward.txt nor "
-                      "/logs/verifier/reward.json")
 
 
 def copy_tree(src: Path, dest: Path) -> None:

@@ -45,10 +45,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hrbench.envs.base import SandboxError
+from hrbench.envs.base import SANDBOX_PATH, SandboxError
 
 SANDBOX_UID = SANDBOX_GID = 47000  # outside any distribution's system and login ranges
-SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 # What the launcher (sh, setpriv, bwrap) sees: nothing of the harness's environment.
 LAUNCH_ENV = {"PATH": "/usr/bin:/bin"}
 _HOST_SECRETS = ["/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/ssh", "/etc/ssl/private"]
