@@ -20,7 +20,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from hrbench.envs.registry import BackendOptions, make_backend
+from hrbench.envs.base import SandboxError
+from hrbench.envs.registry import BackendOptions, TaskBackends, backend_choices
 from hrbench.harness.journal import JournalError, check_journal_tree
 from hrbench.locking import OutDirBusy, OutDirLock
 from hrbench.storage import StorageError
@@ -69,7 +70,7 @@ def _run(study: Path, out: Path) -> None:
         try:
             # progress bars only on a terminal: in a redirected log they are thousands of lines
             run = run_study(study, out, console=err, progress=sys.stderr.isatty())
-        except (StudyFailed, StudyError, TaskError, StorageError) as exc:
+        except (StudyFailed, StudyError, TaskError, StorageError, SandboxError) as exc:
             raise _fail(exc) from exc
     finally:
         lock.release()
@@ -234,7 +235,8 @@ def tasks_list(paths: list[Path] = typer.Argument(None, help="task dirs or regis
     for t in tasks if keys else []:
         console.print(Text(f"{t.name}:"), soft_wrap=True)
         if t.docker_only:
-            console.print(Text(f"  local backend: refused ({t.docker_only}); use the docker backend"), soft_wrap=True)
+            console.print(Text(f"  local backend: refused ({t.docker_only}); run it with `backend: docker` (or "
+                               "`auto`) in the study, `--backend docker` for a command"), soft_wrap=True)
         for k in t.support:
             console.print(Text(f"  {k.status:<11} {k.key}: {k.how}"), soft_wrap=True)
     for _, message in errors:
@@ -243,10 +245,21 @@ def tasks_list(paths: list[Path] = typer.Argument(None, help="task dirs or regis
         raise typer.Exit(1)
 
 
+def _backend_option(default: str | None, what: str):
+    return typer.Option(default, help=f"where {what} run: {', '.join(backend_choices())} (auto: docker for the "
+                                      "tasks local cannot run, local for the rest)")
+
+
+def _task_backends(choice: str, cache_dir: Path) -> TaskBackends:
+    if choice not in backend_choices():
+        raise _fail(f"--backend {choice!r}: choose from {backend_choices()}")
+    return TaskBackends(choice, BackendOptions(cache_dir=cache_dir))
+
+
 @tasks_app.command("audit")
 def tasks_audit(paths: list[Path] = typer.Argument(None, help="task dirs or registries (default: every built-in task)"),
-                registry: Path = typer.Option(None, help="a registry (or task dir), as a positional path would be")
-                ) -> None:
+                registry: Path = typer.Option(None, help="a registry (or task dir), as a positional path would be"),
+                backend: str = _backend_option("local", "the audit's runs")) -> None:
     """Verifier audit: reference = 1, nothing = 0, key step removed = stage fails (n/a without a marked key
     step), tamper checks. A task that does not load is reported and the rest audited. Exit 1 on any problem."""
     import tempfile
@@ -256,14 +269,16 @@ def tasks_audit(paths: list[Path] = typer.Argument(None, help="task dirs or regi
     for _, message in errors:
         console.print(Text.assemble(("FAIL", "red"), " ", message), soft_wrap=True)
     with tempfile.TemporaryDirectory(prefix="hrbench-audit-") as tmp:
-        backend = make_backend("local", BackendOptions(cache_dir=Path(tmp)))
+        backends = _task_backends(backend, Path(tmp))
         for task in tasks:
-            if task.docker_only:
+            try:
+                backends.check_supported(task)
+            except SandboxError as exc:
                 failures += 1
-                console.print(Text.assemble(("FAIL", "red"), f" {task.name}: the local backend cannot run it "
-                                            f"({task.docker_only}); audit it with the docker backend"), soft_wrap=True)
+                hint = " (audit it with --backend docker or --backend auto)" if task.docker_only else ""
+                console.print(Text.assemble(("FAIL", "red"), f" {task.name}: {exc}{hint}"), soft_wrap=True)
                 continue
-            rows = audit_task(task, backend)
+            rows = audit_task(task, backends.for_task(task))
             bad = [r for r in rows if not r.ok]
             failures += len(bad)
             console.print(Text.assemble(("ok", "green") if not bad else ("FAIL", "red"),
@@ -287,7 +302,8 @@ def depth(paths: list[Path] = typer.Argument(None, help="task package directorie
                                                      "the study's order, the first measured in full)"),
           agent_config: list[Path] = typer.Option(None, help="agent config file (agents/<id>.yaml) to use "
                                                              "instead of the study's agents (repeat)"),
-          seed: int = typer.Option(None, help="seed of the agents' draws (default: the study's seed, else 0)")) -> None:
+          seed: int = typer.Option(None, help="seed of the agents' draws (default: the study's seed, else 0)"),
+          backend: str = _backend_option(None, "the rollouts (default: the study's backend, else local)")) -> None:
     """Depth D by turn caps (depth paper App. B) and work W per task, measured with real rollouts."""
     import tempfile
 
@@ -321,10 +337,15 @@ def depth(paths: list[Path] = typer.Argument(None, help="task package directorie
     table.add_column("task", no_wrap=True, min_width=max(len(t.name) for t in tasks))  # names stay whole
     for column in ("D", "N", "W lines", "W chars", "W tokens", "runs"):
         table.add_column(column, justify="right")
+    choice = backend or (loaded.study.backend if loaded is not None else "local")
     with tempfile.TemporaryDirectory(prefix="hrbench-depth-") as tmp:
-        backend = make_backend("local", BackendOptions(cache_dir=Path(tmp)))
+        backends = _task_backends(choice, Path(tmp))
+        try:
+            backends.check(tasks)
+        except SandboxError as exc:
+            raise _fail(exc) from exc
         for task in tasks:
-            estimate = estimate_depth([(s.id, harness_runner(task, make_agent(s), backend, seed=draw_seed,
+            estimate = estimate_depth([(s.id, harness_runner(task, make_agent(s), backends, seed=draw_seed,
                                                              trajectory_dir=Path(tmp) / "trajectories", model=s.id))
                                        for s in specs])
             w = task_work(task)

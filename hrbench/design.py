@@ -13,6 +13,7 @@ import pandas as pd
 
 from hrbench.agents.sim import SimTruth, population_truth, segment_truth, sim_truth
 from hrbench.agents.specs import SimAgentSpec
+from hrbench.envs.registry import backend_for_task
 from hrbench.preregistration import AgentRegistration, Preregistration, freeze, register_agent
 from hrbench.protocol import CheckpointProtocol, Decomposition, LoadedStudy, load_study
 from hrbench.tasks.loader import load_registry
@@ -74,7 +75,8 @@ class StudyDesign:
         return frame
 
     def catalog(self) -> pd.DataFrame:
-        """One row per stage: the task's structure, work W, dependency depth and weights."""
+        """One row per stage: the task's structure, work W, dependency depth, weights and the backend its
+        trials run on (the study's, or each task's own under `backend: auto`)."""
         rows = []
         for t in self.tasks:
             for s in t.stages:
@@ -83,6 +85,7 @@ class StudyDesign:
                     "stage": s.name, "stage_index": s.index, "depends_on": ",".join(s.depends_on),
                     "stage_weight": s.weight, "task_weight": self.weight(t.name), "work_lines": t.work,
                     "dependency_depth": t.dependency_depth, "docker_only": t.docker_only,
+                    "backend": backend_for_task(self.study.backend, t),
                     "content_sha256": t.content_hash(),
                 })
         return self.stamp(pd.DataFrame(rows))

@@ -242,6 +242,8 @@ def lineage_lines(out_dir: Path, store: Store | None = None) -> list[str]:
         f"pre-registration {prereg.prereg_sha256}  frozen {prereg.frozen_at}  (preregistration.json)",
         f"  code {prereg.code.label}  commit {prereg.code.git_commit or '—'}  dirty {prereg.code.dirty}  "
         f"source {prereg.code.source_sha256[:12]}  check library {prereg.check_library_sha256[:12]}",
+        f"  backend {prereg.sandbox.get('backend')}"
+        + "".join(f"  {task}={name}" for task, name in sorted(prereg.sandbox.get("task_backends", {}).items())),
         f"  sandbox {prereg.sandbox.get('bwrap')}  budget {json.dumps(prereg.sandbox.get('budget'), sort_keys=True)}",
         "  tasks " + ", ".join(f"{t.name}={t.content_sha256[:12]}" for t in prereg.tasks),
     ]

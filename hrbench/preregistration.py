@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from hrbench.envs.registry import AUTO, backend_for_task
 from hrbench.protocol import Study, StudyError, sha256_json
 from hrbench.tasks.model import Task
 
@@ -104,6 +105,7 @@ def freeze(study: Study, tasks: list[Task]) -> Preregistration:
     """The protocol of a study: change a setting, a task, the check library or the code, get a new hash."""
     settings = study.model_dump(mode="json")
     settings.pop("agents")
+    settings.pop("backend")  # recorded with the sandbox, beside each task's backend
     body = {
         "study": settings,
         "tasks": [
@@ -113,17 +115,22 @@ def freeze(study: Study, tasks: list[Task]) -> Preregistration:
         ],
         "code": code_version().model_dump(),
         "check_library_sha256": _file_sha256(CHECK_LIBRARY),
-        "sandbox": sandbox_limits(study),
+        "sandbox": sandbox_limits(study, tasks),
     }
     return Preregistration(**body, prereg_sha256=sha256_json(body))
 
 
-def sandbox_limits(study: Study) -> dict:
-    """The limits a trial runs under: the declared budget and the sandbox program's version.
+def sandbox_limits(study: Study, tasks: list[Task]) -> dict:
+    """The limits a trial runs under: the study's backend, the declared budget and the sandbox program's
+    version; under `backend: auto`, also which backend each task runs on.
 
     Limits fixed in hrbench's code (process caps, mount sizes) are covered by `code.source_sha256`.
     """
-    return {"backend": "local", "bwrap": _bwrap_version(), "budget": study.checkpoint.budget.model_dump(mode="json")}
+    limits = {"backend": study.backend, "bwrap": _bwrap_version(),
+              "budget": study.checkpoint.budget.model_dump(mode="json")}
+    if study.backend == AUTO:
+        limits["task_backends"] = {t.name: backend_for_task(AUTO, t) for t in tasks}
+    return limits
 
 
 @functools.cache

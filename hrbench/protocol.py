@@ -250,6 +250,18 @@ class Study(Frozen):
         4, ge=1, le=64, description="trials run at once in one step, over all its partitions (they share this bound)"
     )
     depth: DepthSettings | None = Field(None, description="measure depth D by turn caps (task_depth asset)")
+    backend: str = Field(
+        "local", description="where trials run: `local` (bubblewrap), `docker` (a Docker-API engine), `auto` "
+        "(docker for the tasks local cannot run, local for the rest), or another registered backend's name")
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        from hrbench.envs.registry import backend_choices  # the registry imports the backends: only when validating
+
+        if value not in backend_choices():
+            raise ValueError(f"unknown backend {value!r}; choose from {backend_choices()}")
+        return value
 
     @field_validator("conditions", mode="before")
     @classmethod

@@ -1,4 +1,4 @@
-"""The trial runner: a design's trials, on an environment backend chosen by name, into the stores.
+"""The trial runner: a design's trials, on the environment backend the study names, into the stores.
 
 Trial specs (which trials a pre-registration asks for) and their execution live here; one trial's
 lifecycle is in `harness/trials.py`, the journal in `harness/journal.py`.
@@ -14,7 +14,7 @@ from hrbench.agents.base import Message
 from hrbench.agents.factory import make_agent
 from hrbench.design import StudyDesign, segments, unit_name
 from hrbench.envs.base import SandboxError
-from hrbench.envs.registry import Backend, BackendOptions, make_backend
+from hrbench.envs.registry import BackendOptions, TaskBackends, backend_for_task
 from hrbench.harness.journal import run_trials
 from hrbench.harness.records import TrialRecord, TrialSpec
 from hrbench.harness.trajectory import load_matched_prefix
@@ -22,7 +22,7 @@ from hrbench.harness.trials import natural_protocol, run_checkpoint_trial, run_n
 from hrbench.protocol import CONDITIONS
 from hrbench.stores import StudyStores
 from hrbench.tasks.audit import StageAudit, audit_task
-from hrbench.tasks.model import Stage
+from hrbench.tasks.model import Stage, Task
 
 
 PREFIX_PROTOCOL = "prefix-natural-full-own"
@@ -31,20 +31,30 @@ PREFIX_PROTOCOL = "prefix-natural-full-own"
 class TrialRunner:
     """Runs (and resumes) the trials of one design, journaling them in the stores."""
 
-    def __init__(self, design: StudyDesign, stores: StudyStores, backend: str = "local", progress: bool = True):
+    def __init__(self, design: StudyDesign, stores: StudyStores, progress: bool = True):
         self.design = design
         self.stores = stores
-        self.backend_name = backend
         self.progress = progress
         # One bound on the trials running at once, whichever partitions they belong to: partitions
         # run side by side (pipelines/), so one task's slow last trials leave no sandbox slot idle.
         self.slots = threading.BoundedSemaphore(design.study.concurrency)
 
     @functools.cached_property
-    def backend(self) -> Backend:
+    def _backends(self) -> TaskBackends:
         options = BackendOptions(cache_dir=self.stores.cache_dir,
                                  memory_mb=self.design.study.checkpoint.budget.memory_mb)
-        return make_backend(self.backend_name, options)
+        return TaskBackends(self.design.study.backend, options)
+
+    @functools.cached_property
+    def backend(self) -> TaskBackends:
+        """The study's `backend` (each task on its own under `auto`), checked for every task before any
+        trial runs: a docker study without an engine stops here with one line saying how to start one."""
+        self._backends.check(self.design.tasks)
+        return self._backends
+
+    def check_backends(self) -> None:
+        """Raise SandboxError now if a task's backend cannot run it (see `backend`)."""
+        self.backend  # noqa: B018 - the property checks, once
 
     # -- which trials -------------------------------------------------------------------------
 
@@ -111,7 +121,8 @@ class TrialRunner:
 
     def run_prefix_rollouts(self, agent: str, task: str) -> list[TrialRecord]:
         study, t = self.design.study, self.design.task(task)
-        self._check_agent_states()
+        self._check_agent_states(t)
+        self.check_backends()
 
         def execute(spec: TrialSpec) -> TrialRecord:
             save = functools.partial(self.agent_state_name, spec) if study.needs_agent_states else None
@@ -131,7 +142,8 @@ class TrialRunner:
     def run_checkpoint_trials(self, agent: str, task: str) -> list[TrialRecord]:
         study, t = self.design.study, self.design.task(task)
         protocols = study.checkpoint_protocols()
-        self._check_agent_states()
+        self._check_agent_states(t)
+        self.check_backends()
 
         def execute(spec: TrialSpec) -> TrialRecord:
             return run_checkpoint_trial(spec, t, make_agent(study.agent(agent)), self.backend,
@@ -146,6 +158,7 @@ class TrialRunner:
     def run_natural_trials(self, agent: str, task: str, condition: str | None = None) -> list[TrialRecord]:
         """The natural rollouts of one condition (every condition when None), each condition its own journal."""
         study, t = self.design.study, self.design.task(task)
+        self.check_backends()  # a trial's harness error would be journaled: a backend that cannot run is refused first
 
         def execute(spec: TrialSpec) -> TrialRecord:
             return run_natural_trial(spec, t, make_agent(study.agent(agent)), self.backend,
@@ -189,8 +202,10 @@ class TrialRunner:
         chosen = passing[spec.trial_index % len(passing)]
         return self.agent_state_name(chosen, stage_index)
 
-    def _check_agent_states(self) -> None:
-        if self.design.study.needs_agent_states and not self.backend.saves_agent_states:
-            raise SandboxError(f"environment backend {self.backend_name!r}: checkpoint.state 'solution_conditioned' "
+    def _check_agent_states(self, task: Task) -> None:
+        if self.design.study.needs_agent_states and not self._backends.saves_agent_states_for(task):
+            name = backend_for_task(self.design.study.backend, task)
+            raise SandboxError(f"environment backend {name!r} (task {task.name!r}): checkpoint.state "
+                               "'solution_conditioned' "
                                "starts checkpoints from the agent's own saved workspaces, which this backend does "
                                "not keep; run the study on the 'local' backend, or use state 'oracle_replay'")
