@@ -237,8 +237,10 @@ def tasks_list(paths: list[Path] = typer.Argument(None, help="task dirs or regis
         if t.docker_only:
             console.print(Text(f"  local backend: refused ({t.docker_only}); run it with `backend: docker` (or "
                                "`auto`) in the study, `--backend docker` for a command"), soft_wrap=True)
+        if t.support:
+            console.print(Text(f"  {'local':<11} {'docker':<11} key: how / why"), soft_wrap=True)
         for k in t.support:
-            console.print(Text(f"  {k.status:<11} {k.key}: {k.how}"), soft_wrap=True)
+            console.print(Text(f"  {k.status:<11} {k.docker:<11} {k.key}: {k.how}"), soft_wrap=True)
     for _, message in errors:
         err.print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True)
     if errors:
