@@ -225,10 +225,10 @@ def tasks_list(paths: list[Path] = typer.Argument(None, help="task dirs or regis
     honoured. A task that does not load is reported (exit 1); the others are still listed."""
     tasks, errors = _load_tasks(paths, registry)
     table = Table(title="tasks")
-    for column in ("task", "schema", "family", "structure", "stages", "W", "H_dep", "key step", "backend"):
+    for column in ("task", "version", "schema", "family", "structure", "stages", "W", "H_dep", "key step", "backend"):
         table.add_column(column)
     for t in tasks:
-        table.add_row(escape(t.name), escape(t.schema_version), escape(t.family), t.structure, str(t.n_stages),
+        table.add_row(escape(t.name), escape(t.version or "—"), escape(t.schema_version), escape(t.family), t.structure, str(t.n_stages),
                       str(t.work), str(t.dependency_depth), "marked" if t.has_key_steps else "n/a",
                       "docker-only" if t.docker_only else "local")
     console.print(table)

@@ -85,7 +85,7 @@ class StudyDesign:
                     "stage": s.name, "stage_index": s.index, "depends_on": ",".join(s.depends_on),
                     "stage_weight": s.weight, "task_weight": self.weight(t.name), "work_lines": t.work,
                     "dependency_depth": t.dependency_depth, "docker_only": t.docker_only,
-                    "backend": backend_for_task(self.study.backend, t),
+                    "backend": backend_for_task(self.study.backend, t), "task_version": t.version,
                     "content_sha256": t.content_hash(),
                 })
         return self.stamp(pd.DataFrame(rows))
