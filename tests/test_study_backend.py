@@ -26,13 +26,13 @@ NO_ENGINE = "unix:///nonexistent/hrbench-no-engine.sock"
 def _study(tmp_path: Path, backend: str | None, tasks: tuple[Path, ...] = (TINY_TASK,)) -> Path:
     registry = tmp_path / "registry"
     for task in tasks:
-        shutil.copytree(task, registry / task.name)
+        shutil.copytree(task, registry / task.name, dirs_exist_ok=True)
     study = yaml.safe_load(TINY_STUDY.read_text())
     study["tasks"]["registry"] = str(registry)
     study["trials"] = {"checkpoint": 1, "natural": 1}
     if backend is not None:
         study["backend"] = backend
-    path = tmp_path / "study.yaml"
+    path = tmp_path / f"study-{backend}.yaml"
     path.write_text(yaml.safe_dump(study))
     return path
 
@@ -43,10 +43,10 @@ def test_an_unknown_backend_is_refused_naming_the_choices(tmp_path: Path):
 
 
 def test_the_backend_is_pre_registered_and_auto_records_each_tasks_choice(tmp_path: Path):
-    local = StudyDesign.from_file(_study(tmp_path / "a", None, (TINY_TASK, DOCKER_ONLY)))
-    auto = StudyDesign.from_file(_study(tmp_path / "b", "auto", (TINY_TASK, DOCKER_ONLY)))
-    docker = StudyDesign.from_file(_study(tmp_path / "c", "docker", (TINY_TASK, DOCKER_ONLY)))
+    local, auto, docker = (StudyDesign.from_file(_study(tmp_path, b, (TINY_TASK, DOCKER_ONLY)))
+                           for b in (None, "auto", "docker"))  # one registry: only the backend differs
     assert local.preregistration.sandbox["backend"] == "local" and "task_backends" not in local.preregistration.sandbox
+    assert docker.preregistration.sandbox["backend"] == "docker"
     assert auto.preregistration.sandbox["task_backends"] == {"tiny-chain": "local", "tree-tools": "docker"}
     assert len({local.prereg_sha256, auto.prereg_sha256, docker.prereg_sha256}) == 3  # a new backend: a new version
     catalog = auto.catalog().drop_duplicates("task").set_index("task")["backend"].to_dict()
