@@ -14,6 +14,7 @@ import pandas as pd
 from hrbench.agents.sim import SimTruth, population_truth, segment_truth, sim_truth
 from hrbench.agents.specs import SimAgentSpec
 from hrbench.envs.registry import backend_for_task
+from hrbench.harbor_io.imports import ImportedTrials, match_imports, sealed_inputs
 from hrbench.preregistration import AgentRegistration, Preregistration, freeze, register_agent
 from hrbench.protocol import CheckpointProtocol, Decomposition, LoadedStudy, load_study
 from hrbench.tasks.loader import load_registry
@@ -55,7 +56,17 @@ class StudyDesign:
 
     @functools.cached_property
     def preregistration(self) -> Preregistration:
-        return freeze(self.study, self.tasks)
+        return freeze(self.study, self.tasks, sealed_inputs(self.study, self.loaded.source.parent) or None)
+
+    @functools.cached_property
+    def imported(self) -> ImportedTrials:
+        """The trials of the study's Harbor imports by cell (identities only, checked against the tasks:
+        HarborImportError on a changed task)."""
+        from hrbench.harbor_io.export import checkpoint_task_checksums  # only studies importing checkpoints
+
+        needs = any(e.kind == "checkpoint" for e in self.study.imports)
+        return match_imports(self.study, self.tasks, self.loaded.source.parent,
+                             checkpoint_task_checksums(self.tasks) if needs else None)
 
     @property
     def prereg_sha256(self) -> str:

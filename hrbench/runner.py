@@ -15,6 +15,7 @@ from hrbench.agents.factory import make_agent
 from hrbench.design import StudyDesign, segments, unit_name
 from hrbench.envs.base import SandboxError
 from hrbench.envs.registry import BackendOptions, TaskBackends, backend_for_task
+from hrbench.harbor_io.jobs import trial_record
 from hrbench.harness.journal import run_trials
 from hrbench.harness.records import TrialRecord, TrialSpec
 from hrbench.harness.trajectory import load_matched_prefix
@@ -146,6 +147,8 @@ class TrialRunner:
         self.check_backends()
 
         def execute(spec: TrialSpec) -> TrialRecord:
+            if study.imported(agent, "checkpoint") is not None:
+                return self.imported_record(spec)
             return run_checkpoint_trial(spec, t, make_agent(study.agent(agent)), self.backend,
                                         protocols[spec.protocol], study.seed,
                                         trajectory_dir=self.stores.trajectory_dir,
@@ -161,6 +164,8 @@ class TrialRunner:
         self.check_backends()  # a trial's harness error would be journaled: a backend that cannot run is refused first
 
         def execute(spec: TrialSpec) -> TrialRecord:
+            if spec.condition == "baseline" and study.imported(agent, "natural") is not None:
+                return self.imported_record(spec)
             return run_natural_trial(spec, t, make_agent(study.agent(agent)), self.backend,
                                      study.condition(spec.condition), study.checkpoint.budget, study.seed,
                                      trajectory_dir=self.stores.trajectory_dir)
@@ -171,6 +176,18 @@ class TrialRunner:
                                   self._journal("natural", agent, task, c), study.concurrency,
                                   f"natural {c} {agent} {task}", self.progress, self.slots)
         return records
+
+    def imported_record(self, spec: TrialSpec) -> TrialRecord:
+        """The row of an imported Harbor trial, where a run would have executed it: its outcome is read
+        now, not before (natural rollouts: after expected_success). Trial j of a cell is the cell's j-th
+        Harbor trial by start time; a cell with fewer raises, and the trial is missing (`harness_error`)."""
+        folders = self.design.imported.by_cell.get((spec.agent, spec.kind, spec.task, spec.stage), [])
+        if spec.trial_index >= len(folders):
+            raise SandboxError(f"the imported Harbor jobs hold {len(folders)} {spec.kind} trial(s) of agent "
+                               f"{spec.agent!r} on {spec.task!r}{f' stage {spec.stage!r}' if spec.stage else ''}, "
+                               f"not a trial #{spec.trial_index + 1}: it is missing")
+        return trial_record(spec, self.design.task(spec.task), folders[spec.trial_index],
+                            self.stores.trajectory_dir, self.stores.out_dir)
 
     def _journal(self, kind: str, agent: str, task: str, condition: str | None = None):
         return self.stores.journal(self.design.prereg_sha256, kind, agent, task, condition)

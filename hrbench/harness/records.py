@@ -81,6 +81,9 @@ class TrialRecord(TrialSpec):
     # not an input of the estimand (docs/tasks.md, "min_reward, multi_step_reward_strategy and the estimand")
     harbor_reward: float | None = None
     started_at: str | None = None  # ISO 8601, UTC: when the harness began the trial (None: not run by the harness)
+    # imported trials (hrbench import harbor): when Harbor recorded the rollout (its finished_at); None for trials
+    # hrbench ran. started_at is then when hrbench read its outcome.
+    recorded_at: str | None = None
 
 
 def records_table(records: list[TrialRecord]) -> pd.DataFrame:
