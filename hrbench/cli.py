@@ -35,6 +35,10 @@ tasks_app = typer.Typer(help="Task packages: list and audit.", no_args_is_help=T
 app.add_typer(tasks_app, name="tasks")
 agents_app = typer.Typer(help="Agent configuration files: validate and ping.", no_args_is_help=True)
 app.add_typer(agents_app, name="agents")
+import_app = typer.Typer(help="Trials recorded elsewhere, taken into a study.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
+export_app = typer.Typer(help="A study's trials as tasks for other harnesses.", no_args_is_help=True)
+app.add_typer(export_app, name="export")
 # Redirected to a file (CI logs), rich would cut tables at 80 columns; names must survive verbatim.
 console = Console(width=None if sys.stdout.isatty() else 4096)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 4096)
@@ -432,6 +436,81 @@ def verify(out: Path = typer.Argument(..., help="output directory of a study run
         err.print(f"verify failed: {len(problems)} problem(s) in {out} (checked {summary})", markup=False)
         raise typer.Exit(1)
     console.print(f"verified {out}: {summary}; every hash matches", markup=False, highlight=False)
+
+
+@import_app.command("harbor")
+def import_harbor(jobs: list[Path] = typer.Argument(..., help="Harbor job folders (what `harbor run` wrote under jobs/)"),
+                  study: Path = typer.Option(..., help="the study YAML file the trials are for"),
+                  agent: list[str] = typer.Option(None, help="HARBOR_AGENT[@provider/model]=STUDY_AGENT (repeat)"),
+                  kind: str = typer.Option("natural", help="natural (the study's tasks) or checkpoint (tasks of "
+                                                           "`hrbench export checkpoint-tasks`)"),
+                  write: bool = typer.Option(False, help="append the import to the study file (else print it)")
+                  ) -> None:
+    """Check Harbor job folders against a study (each trial's task by name and checksum, its agent) and declare
+    them as the study's trials. The study file holds the import, so the pre-registration seals every job file;
+    `hrbench run` then reads each trial's outcome where it would have run it (natural: after expected_success)."""
+    import yaml
+
+    from hrbench.design import StudyDesign
+    from hrbench.harbor_io.imports import match_imports
+    from hrbench.protocol import HarborImport, Study
+
+    try:
+        mapping = dict(_pair(a) for a in agent or [])
+        design = StudyDesign.from_file(study)
+        base = design.loaded.source.parent
+        entry = HarborImport(kind=kind, harbor_jobs=[os.path.relpath(j.resolve(), base) for j in jobs],
+                             agents=mapping)  # type: ignore[arg-type]
+        trial_study = Study.model_validate({**design.study.model_dump(mode="json"), "imports": [entry.model_dump()]})
+        needs = None
+        if kind == "checkpoint":
+            from hrbench.harbor_io.export import checkpoint_task_checksums
+
+            needs = checkpoint_task_checksums(design.tasks)
+        found = match_imports(trial_study, design.tasks, base, needs)
+    except (StudyError, TaskError, ValueError) as exc:
+        raise _fail(exc) from exc
+    table = Table(title=f"Harbor {kind} trials for study {design.study.name}")
+    for column in ("agent", "task", "stage", "trials"):
+        table.add_column(column)
+    for (a, _, t, s), folders in sorted(found.by_cell.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+        table.add_row(escape(a), escape(t), escape(s or "—"), str(len(folders)))
+    console.print(table)
+    for line in found.unused:
+        console.print(Text(f"not imported: {line}"), soft_wrap=True)
+    snippet = yaml.safe_dump({"imports": [entry.model_dump(mode="json")]}, sort_keys=False)
+    if write:
+        if design.study.imports:
+            raise _fail(f"{study}: already declares imports; add this entry to its list by hand:\n{snippet}")
+        with open(study, "a") as handle:
+            handle.write("\n# hrbench import harbor: these trials stand for the study's own (sealed by the "
+                         "pre-registration)\n" + snippet)
+        console.print(f"added to {study}; run `hrbench run {study}` to take them in", markup=False)
+    else:
+        console.print(Text(f"add to {study} (or rerun with --write):\n{snippet}"), soft_wrap=True)
+
+
+def _pair(text: str) -> tuple[str, str]:
+    label, sep, target = text.rpartition("=")
+    if not sep or not label or not target:
+        raise StudyError(f"--agent {text!r}: give HARBOR_AGENT[@provider/model]=STUDY_AGENT")
+    return label, target
+
+
+@export_app.command("checkpoint-tasks")
+def export_checkpoint_tasks(study: Path = typer.Argument(..., help="study YAML file whose tasks to export"),
+                            out: Path = typer.Option(..., help="folder to write the tasks into")) -> None:
+    """Every stage of the study's tasks as a Harbor task starting from the oracle state before it (run them with
+    `harbor run`, bring the job back with `hrbench import harbor --kind checkpoint`)."""
+    from hrbench.harbor_io.export import export_checkpoint_tasks as export
+
+    try:
+        loaded = load_study(study)
+        tasks = load_registry(loaded.registry, loaded.study.tasks.include)
+    except (StudyError, TaskError) as exc:
+        raise _fail(exc) from exc
+    folders = export(tasks, out)
+    console.print(f"wrote {len(folders)} checkpoint task(s) of {len(tasks)} task(s) to {out}", markup=False)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,14 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from hrbench.harbor_io.jobs import HarborImportError, TrialIdentity, harbor_checksum, sealed_files, trial_identities
+from hrbench.harbor_io.jobs import (
+    HarborImportError,
+    TrialIdentity,
+    harbor_checksum,
+    read_identity,
+    sealed_files,
+    trial_identities,
+)
 from hrbench.protocol import HarborImport, Study
 from hrbench.tasks.model import Task
 
@@ -105,9 +112,7 @@ def import_statements(study: Study, imported: ImportedTrials, frozen_at: str | N
 
 
 def _finished(folders: list[Path]) -> list[str]:
-    from hrbench.harbor_io.jobs import read_result  # identity fields only: finished_at
-
-    return [_utc(r.finished_at.isoformat()) for r in map(read_result, folders) if r.finished_at is not None]
+    return [_utc(r.finished_at.isoformat()) for r in map(read_identity, folders) if r.finished_at is not None]
 
 
 def _utc(stamp: str) -> str:

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hrbench.protocol import StudyError
 from hrbench.harness.records import ExitReason, StageOutcome, TrialRecord, TrialSpec
-from hrbench.tasks.harbor import RewardError, meets_min_reward, primary_reward, trial_reward
+from hrbench.tasks.harbor import RewardError, continues_after, meets_min_reward, primary_reward, trial_reward
 from hrbench.tasks.model import Task
 
 # Harbor's task checksum: SHA-256 over sorted `relative_path NUL file_sha256 LF` records of these files and
@@ -118,14 +118,16 @@ class StepResult(_Open):
         return self.step_name or self.name
 
 
-class HarborTrialResult(StepResult):
-    """A trial's result.json (Harbor's TrialResult); the step fields hold a single-step trial's outcome."""
+class _IdentityFields(BaseModel):
+    """The identity of a trial's result.json; every outcome field is left unread (extra keys ignored)."""
 
+    model_config = ConfigDict(extra="ignore")
     task_name: str
     trial_name: str
     task_checksum: str
     agent_info: AgentInfo
-    step_results: list[StepResult] | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
 
     @property
     def agent_label(self) -> str:
@@ -135,6 +137,16 @@ class HarborTrialResult(StepResult):
                 and "/" not in model:
             model = f"{self.agent_info.model_info.provider}/{model}"
         return f"{self.agent_info.name}@{model}" if model else self.agent_info.name
+
+
+class HarborTrialResult(StepResult):
+    """A trial's result.json (Harbor's TrialResult); the step fields hold a single-step trial's outcome."""
+
+    task_name: str
+    trial_name: str
+    task_checksum: str
+    agent_info: AgentInfo
+    step_results: list[StepResult] | None = None
 
 
 class TrialIdentity(BaseModel):
@@ -160,9 +172,19 @@ def trial_folders(job_dir: Path) -> list[Path]:
 
 
 def read_result(folder: Path) -> HarborTrialResult:
+    """A trial's whole result, outcomes included (only where a run would execute the trial)."""
+    return _read(folder, HarborTrialResult)
+
+
+def read_identity(folder: Path) -> _IdentityFields:
+    """A trial's identity; its outcome is not read."""
+    return _read(folder, _IdentityFields)
+
+
+def _read(folder: Path, model: type[BaseModel]) -> Any:
     path = Path(folder) / "result.json"
     try:
-        return HarborTrialResult.model_validate_json(path.read_bytes())
+        return model.model_validate_json(path.read_bytes())
     except ValueError as exc:
         raise HarborImportError(f"{path}: not a Harbor trial result ({str(exc).splitlines()[0]})") from exc
 
@@ -173,7 +195,7 @@ def trial_identities(job_dirs: list[Path]) -> list[TrialIdentity]:
     latest: dict[tuple[str, str], TrialIdentity] = {}
     for job in job_dirs:
         for folder in trial_folders(job):
-            result = read_result(folder)
+            result = read_identity(folder)
             ident = TrialIdentity(
                 job=Path(job).name, folder=folder, trial_name=result.trial_name, task_name=result.task_name,
                 task_checksum=result.task_checksum, agent=result.agent_label,
@@ -261,8 +283,13 @@ def trial_record(spec: TrialSpec, task: Task, folder: Path, trajectory_root: Pat
     for stage, step in zip(stages, steps):
         if step.step is not None and spec.kind == "natural" and step.step != stage.name:
             raise HarborImportError(f"{folder / 'result.json'}: step {len(outcomes) + 1} is {step.step!r}, but the "
-                               f"study's task {task.name!r} has {stage.name!r} there")
+                                    f"study's task {task.name!r} has {stage.name!r} there")
         outcomes.append(_stage_outcome(stage.name, step, stage.min_reward))
+        # Harbor runs every step unless min_reward gates; hrbench's rollout stops where continues_after says
+        # (a later step cannot change P_obs): the row keeps the stages a native rollout would have run
+        if spec.kind == "natural" and not continues_after(stage.min_reward, outcomes[-1].passed,
+                                                          outcomes[-1].rewards or None):
+            break
     trial_error = _exit_of(result.exception_info) if result.step_results is not None else None
     passed_prefix = 0
     for outcome in outcomes:
