@@ -26,7 +26,7 @@ MAP = {"terminus@openai/gpt-5": "steady", "claude-code": "shaky"}
 
 
 def _jobs(tmp_path: Path, task: Path) -> list[Path]:
-    at = [T0 + timedelta(minutes=m) for m in range(10)]
+    at = [T0 + timedelta(minutes=m) for m in range(11)]
     gpt, claude = ("terminus", "openai/gpt-5"), ("claude-code", "anthropic/claude-sonnet")
     a = write_job(tmp_path / "jobs" / "job-a", [
         ("t0", trial(task, "t0", *gpt, at[0], [step("make", 1, at[0], (10, 5)), step("double", 1, at[0]),
@@ -48,6 +48,9 @@ def _jobs(tmp_path: Path, task: Path) -> list[Path]:
                                                   step("report", 1, at[6])])),
         ("c1", trial(task, "c1", *claude, at[7], [step("make", 0, at[7]), step("double", 0, at[7]),
                                                   step("report", 0, at[7])])),
+        # the container died during double: no result for it, so the trial is missing, not failed
+        ("c2", trial(task, "c2", *claude, at[9], [step("make", 1, at[9]), step("double", None, at[9],
+                                                                               error="RuntimeError")])),
         ("x0", trial(task, "x0", "aider", "openai/gpt-4o", at[8], [step("make", 1, at[8])])),  # not mapped
     ])
     return [a, b]
@@ -86,8 +89,11 @@ def test_harbor_trials_become_natural_rows_with_harbors_semantics(imported, tmp_
     assert rows[0].recorded_at.startswith("2026-03-11T20:00:30") and rows[0].trajectory_path.startswith("trajectories/")
     assert (tmp_path / "out" / rows[0].trajectory_path).is_file()
     assert "EnvironmentStartTimeoutError" in rows[3].error
-    shaky = runner.run_natural_trials("shaky", "tiny-chain")
-    assert [r.exit_reason for r in shaky] == ["passed", "failed"] + ["harness_error"] * 3  # 2 imported of m_0 = 5
+    shaky = sorted(runner.run_natural_trials("shaky", "tiny-chain"), key=lambda r: r.trial_index)
+    assert [r.exit_reason for r in shaky] == ["passed", "failed", "harness_error"] + ["harness_error"] * 2
+    assert "RuntimeError" in shaky[2].error and "not a trial #4" in shaky[3].error  # 3 imported of m_0 = 5
+    # Harbor ran report after double failed its gate (the job says so); hrbench's rollout stops there
+    assert [o["stage"] for o in json.loads(shaky[1].stage_outcomes_json)] == ["make", "double"]
 
 
 def test_the_jobs_are_sealed_by_the_pre_registration_and_unused_trials_are_named(imported):
@@ -116,7 +122,7 @@ def test_the_report_says_the_rollouts_were_recorded_before_the_pre_registration(
     lines = import_statements(design.study, design.imported, "2026-12-03T10:00:00+00:00")
     assert len(lines) == 1 and "steady, shaky" not in lines[0]
     assert "recorded by Harbor from 2026-03-11T20:00:30+00:00" in lines[0]
-    assert "7 of them were recorded before this study was pre-registered (2026-12-03T10:00:00+00:00)" in lines[0]
+    assert "8 of them were recorded before this study was pre-registered (2026-12-03T10:00:00+00:00)" in lines[0]
     assert "before" not in import_statements(design.study, design.imported, "2026-01-01T00:00:00+00:00")[0]
 
 
