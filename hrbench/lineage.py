@@ -247,6 +247,9 @@ def lineage_lines(out_dir: Path, store: Store | None = None) -> list[str]:
         f"  sandbox {prereg.sandbox.get('bwrap')}  budget {json.dumps(prereg.sandbox.get('budget'), sort_keys=True)}",
         "  tasks " + ", ".join(f"{t.name}={t.content_sha256[:12]}" for t in prereg.tasks),
     ]
+    if prereg.sealed_inputs:
+        jobs = sorted({path.split("/", 1)[0] for path in prereg.sealed_inputs})
+        lines.append(f"  sealed inputs {len(prereg.sealed_inputs)} files of imported Harbor jobs {', '.join(jobs)}")
     residual_tables = [k for k in store.list("tables") if k.count("/") == 3 and k.split("/")[2] == "horizon_residuals"
                        and k.endswith(".parquet")]
     for table in residual_tables:
