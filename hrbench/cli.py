@@ -281,8 +281,9 @@ def tasks_audit(paths: list[Path] = typer.Argument(None, help="task dirs or regi
                 backends.check_supported(task)
             except SandboxError as exc:
                 failures += 1
-                hint = " (audit it with --backend docker or --backend auto)" if task.docker_only else ""
-                console.print(Text.assemble(("FAIL", "red"), f" {task.name}: {exc}{hint}"), soft_wrap=True)
+                why = (f"the local backend cannot run it ({task.docker_only}); pass --backend docker (or auto) to "
+                       "audit it with the docker backend") if task.docker_only and backend == "local" else str(exc)
+                console.print(Text.assemble(("FAIL", "red"), f" {task.name}: {why}"), soft_wrap=True)
                 continue
             rows = audit_task(task, backends.for_task(task))
             bad = [r for r in rows if not r.ok]
