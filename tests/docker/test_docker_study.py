@@ -74,3 +74,10 @@ def test_auto_sends_each_task_of_a_mixed_registry_where_it_belongs(docker_host: 
     images = [tag for image in runner.backend.for_task(design.task("tree-tools")).client.images.list()
               for tag in image.tags]
     assert any("hrbench-env/tree-tools" in tag for tag in images)
+
+
+def test_tasks_audit_on_the_docker_backend_passes_a_docker_only_task(docker_host: str):
+    proc = subprocess.run([sys.executable, "-m", "hrbench.cli", "tasks", "audit", str(DOCKER_ONLY), "--backend", "docker"],
+                          capture_output=True, text=True, timeout=1200, env={**os.environ, "DOCKER_HOST": docker_host})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "ok tree-tools (2 stages)" in proc.stdout and "all tasks pass the verifier audit" in proc.stdout
