@@ -98,3 +98,13 @@ def test_tasks_audit_takes_a_backend(tmp_path: Path):
     bad = subprocess.run([sys.executable, "-m", "hrbench.cli", "tasks", "audit", str(DOCKER_ONLY), "--backend", "k8s"],
                          capture_output=True, text=True, timeout=300, env=env)
     assert bad.returncode == 1 and "choose from" in bad.stderr
+
+
+def test_the_dagster_code_location_runs_the_studys_backend(tmp_path: Path, monkeypatch):
+    from resources.study import StudyResource
+
+    monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
+    study = _study(tmp_path, "auto", (TINY_TASK, DOCKER_ONLY))
+    run = StudyResource(study_path=str(study), out_dir=str(tmp_path / "out"), progress=False).run()
+    with pytest.raises(SandboxError, match="scripts/podman.sh"):  # tree-tools needs the engine it cannot reach
+        run.runner.check_backends()
