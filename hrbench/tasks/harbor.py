@@ -65,7 +65,7 @@ class VerifierSection(_Open):
     env: dict[str, str] = {}
     user: str | int | None = None
     network_mode: NetworkMode | None = None
-    environment_mode: Literal["shared", "separate"] | None = None
+    environment_mode: str | None = None  # "separate" is refused by name (loader); any other keeps one environment
     environment: dict[str, Any] | None = None
 
 
@@ -234,7 +234,7 @@ SUPPORT: dict[str, tuple[str, str, str]] = {
                                                       f"{_DOCKER_NET}"),
     "verifier.environment_mode": ("refused", "refused", "`separate` (a verifier in its own environment) is refused "
                                                         "by name on both backends: the verifier shares the trial's "
-                                                        "environment; `shared` is honoured"),
+                                                        "environment; any other value keeps that"),
     "verifier.environment": ("refused", "refused", "the separate verifier's environment: refused with "
                                                    "environment_mode = separate"),
     "verifier.collect": ("unsupported", "unsupported", "collect hooks are not run; the verifier sees WORKDIR and the "
