@@ -7,6 +7,7 @@ the `hrbench` console script is `pipelines.cli:app`, and the core never imports 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path

@@ -79,7 +79,7 @@ def test_a_study_whose_tasks_cannot_run_stops_before_any_trial(tmp_path: Path, m
 def test_hrbench_run_on_docker_without_an_engine_fails_with_one_line_naming_podman_sh(tmp_path: Path):
     study = _study(tmp_path, "docker")
     env = {**os.environ, "DOCKER_HOST": NO_ENGINE}
-    proc = subprocess.run([sys.executable, "-m", "hrbench.cli", "run", str(study), "--out", str(tmp_path / "out")],
+    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(study), "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 1
     lines = [line for line in proc.stderr.splitlines() if line.strip()]

@@ -44,7 +44,7 @@ def _study(tmp_path: Path, backend: str, tasks: tuple[Path, ...]) -> Path:
 def test_a_docker_study_over_a_docker_only_task_runs_end_to_end(docker_host: str, tmp_path: Path):
     study = _study(tmp_path, "docker", (DOCKER_ONLY,))
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "hrbench.cli", "run", str(study), "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(study), "--out", str(out)],
                           capture_output=True, text=True, timeout=1800, env={**os.environ, "DOCKER_HOST": docker_host})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     stores = StudyStores(out)
