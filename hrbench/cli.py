@@ -7,6 +7,7 @@ the `hrbench` console script is `pipelines.cli:app`, and the core never imports 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -18,7 +19,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from hrbench.envs.registry import BackendOptions, make_backend
+from hrbench.envs.base import SandboxError
+from hrbench.envs.registry import BackendOptions, TaskBackends, backend_choices
 from hrbench.harness.journal import JournalError, check_journal_tree
 from hrbench.locking import OutDirBusy, OutDirLock
 from hrbench.storage import StorageError
@@ -34,6 +36,10 @@ tasks_app = typer.Typer(help="Task packages: list and audit.", no_args_is_help=T
 app.add_typer(tasks_app, name="tasks")
 agents_app = typer.Typer(help="Agent configuration files: validate and ping.", no_args_is_help=True)
 app.add_typer(agents_app, name="agents")
+import_app = typer.Typer(help="Trials recorded elsewhere, taken into a study.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
+export_app = typer.Typer(help="A study's trials as tasks for other harnesses.", no_args_is_help=True)
+app.add_typer(export_app, name="export")
 # Redirected to a file (CI logs), rich would cut tables at 80 columns; names must survive verbatim.
 console = Console(width=None if sys.stdout.isatty() else 4096)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 4096)
@@ -69,7 +75,7 @@ def run_into(study: Path, out: Path, run_study: Callable[[Path, Path, Console, b
         try:
             # progress bars only on a terminal: in a redirected log they are thousands of lines
             stores = StudyStores(run_study(study, out, err, sys.stderr.isatty()))
-        except (StudyFailed, StudyError, TaskError, StorageError) as exc:
+        except (StudyFailed, StudyError, TaskError, StorageError, SandboxError) as exc:
             raise _fail(exc) from exc
     finally:
         lock.release()
@@ -228,29 +234,43 @@ def tasks_list(paths: list[Path] = typer.Argument(None, help="task dirs or regis
     honoured. A task that does not load is reported (exit 1); the others are still listed."""
     tasks, errors = _load_tasks(paths, registry)
     table = Table(title="tasks")
-    for column in ("task", "schema", "family", "structure", "stages", "W", "H_dep", "key step", "backend"):
+    for column in ("task", "version", "schema", "family", "structure", "stages", "W", "H_dep", "key step", "backend"):
         table.add_column(column)
     for t in tasks:
-        table.add_row(escape(t.name), escape(t.schema_version), escape(t.family), t.structure, str(t.n_stages),
+        table.add_row(escape(t.name), escape(t.version or "—"), escape(t.schema_version), escape(t.family), t.structure, str(t.n_stages),
                       str(t.work), str(t.dependency_depth), "marked" if t.has_key_steps else "n/a",
                       "docker-only" if t.docker_only else "local")
     console.print(table)
     for t in tasks if keys else []:
         console.print(Text(f"{t.name}:"), soft_wrap=True)
         if t.docker_only:
-            console.print(Text(f"  local backend: refused ({t.docker_only}); use the docker backend"), soft_wrap=True)
+            console.print(Text(f"  local backend: refused ({t.docker_only}); run it with `backend: docker` (or "
+                               "`auto`) in the study, `--backend docker` for a command"), soft_wrap=True)
+        if t.support:
+            console.print(Text(f"  {'local':<11} {'docker':<11} key: how / why"), soft_wrap=True)
         for k in t.support:
-            console.print(Text(f"  {k.status:<11} {k.key}: {k.how}"), soft_wrap=True)
+            console.print(Text(f"  {k.status:<11} {k.docker:<11} {k.key}: {k.how}"), soft_wrap=True)
     for _, message in errors:
         err.print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True)
     if errors:
         raise typer.Exit(1)
 
 
+def _backend_option(default: str | None, what: str):
+    return typer.Option(default, help=f"where {what} run: {', '.join(backend_choices())} (auto: docker for the "
+                                      "tasks local cannot run, local for the rest)")
+
+
+def _task_backends(choice: str, cache_dir: Path) -> TaskBackends:
+    if choice not in backend_choices():
+        raise _fail(f"--backend {choice!r}: choose from {backend_choices()}")
+    return TaskBackends(choice, BackendOptions(cache_dir=cache_dir))
+
+
 @tasks_app.command("audit")
 def tasks_audit(paths: list[Path] = typer.Argument(None, help="task dirs or registries (default: every built-in task)"),
-                registry: Path = typer.Option(None, help="a registry (or task dir), as a positional path would be")
-                ) -> None:
+                registry: Path = typer.Option(None, help="a registry (or task dir), as a positional path would be"),
+                backend: str = _backend_option("local", "the audit's runs")) -> None:
     """Verifier audit: reference = 1, nothing = 0, key step removed = stage fails (n/a without a marked key
     step), tamper checks. A task that does not load is reported and the rest audited. Exit 1 on any problem."""
     import tempfile
@@ -260,14 +280,17 @@ def tasks_audit(paths: list[Path] = typer.Argument(None, help="task dirs or regi
     for _, message in errors:
         console.print(Text.assemble(("FAIL", "red"), " ", message), soft_wrap=True)
     with tempfile.TemporaryDirectory(prefix="hrbench-audit-") as tmp:
-        backend = make_backend("local", BackendOptions(cache_dir=Path(tmp)))
+        backends = _task_backends(backend, Path(tmp))
         for task in tasks:
-            if task.docker_only:
+            try:
+                backends.check_supported(task)
+            except SandboxError as exc:
                 failures += 1
-                console.print(Text.assemble(("FAIL", "red"), f" {task.name}: the local backend cannot run it "
-                                            f"({task.docker_only}); audit it with the docker backend"), soft_wrap=True)
+                why = (f"the local backend cannot run it ({task.docker_only}); pass --backend docker (or auto) to "
+                       "audit it with the docker backend") if task.docker_only and backend == "local" else str(exc)
+                console.print(Text.assemble(("FAIL", "red"), f" {task.name}: {why}"), soft_wrap=True)
                 continue
-            rows = audit_task(task, backend)
+            rows = audit_task(task, backends.for_task(task))
             bad = [r for r in rows if not r.ok]
             failures += len(bad)
             console.print(Text.assemble(("ok", "green") if not bad else ("FAIL", "red"),
@@ -291,7 +314,8 @@ def depth(paths: list[Path] = typer.Argument(None, help="task package directorie
                                                      "the study's order, the first measured in full)"),
           agent_config: list[Path] = typer.Option(None, help="agent config file (agents/<id>.yaml) to use "
                                                              "instead of the study's agents (repeat)"),
-          seed: int = typer.Option(None, help="seed of the agents' draws (default: the study's seed, else 0)")) -> None:
+          seed: int = typer.Option(None, help="seed of the agents' draws (default: the study's seed, else 0)"),
+          backend: str = _backend_option(None, "the rollouts (default: the study's backend, else local)")) -> None:
     """Depth D by turn caps (depth paper App. B) and work W per task, measured with real rollouts."""
     import tempfile
 
@@ -325,10 +349,15 @@ def depth(paths: list[Path] = typer.Argument(None, help="task package directorie
     table.add_column("task", no_wrap=True, min_width=max(len(t.name) for t in tasks))  # names stay whole
     for column in ("D", "N", "W lines", "W chars", "W tokens", "runs"):
         table.add_column(column, justify="right")
+    choice = backend or (loaded.study.backend if loaded is not None else "local")
     with tempfile.TemporaryDirectory(prefix="hrbench-depth-") as tmp:
-        backend = make_backend("local", BackendOptions(cache_dir=Path(tmp)))
+        backends = _task_backends(choice, Path(tmp))
+        try:
+            backends.check(tasks)
+        except SandboxError as exc:
+            raise _fail(exc) from exc
         for task in tasks:
-            estimate = estimate_depth([(s.id, harness_runner(task, make_agent(s), backend, seed=draw_seed,
+            estimate = estimate_depth([(s.id, harness_runner(task, make_agent(s), backends, seed=draw_seed,
                                                              trajectory_dir=Path(tmp) / "trajectories", model=s.id))
                                        for s in specs])
             w = task_work(task)
@@ -386,6 +415,81 @@ def verify(out: Path = typer.Argument(..., help="output directory of a study run
         err.print(f"verify failed: {len(problems)} problem(s) in {out} (checked {summary})", markup=False)
         raise typer.Exit(1)
     console.print(f"verified {out}: {summary}; every hash matches", markup=False, highlight=False)
+
+
+@import_app.command("harbor")
+def import_harbor(jobs: list[Path] = typer.Argument(..., help="Harbor job folders (what `harbor run` wrote under jobs/)"),
+                  study: Path = typer.Option(..., help="the study YAML file the trials are for"),
+                  agent: list[str] = typer.Option(None, help="HARBOR_AGENT[@provider/model]=STUDY_AGENT (repeat)"),
+                  kind: str = typer.Option("natural", help="natural (the study's tasks) or checkpoint (tasks of "
+                                                           "`hrbench export checkpoint-tasks`)"),
+                  write: bool = typer.Option(False, help="append the import to the study file (else print it)")
+                  ) -> None:
+    """Check Harbor job folders against a study (each trial's task by name and checksum, its agent) and declare
+    them as the study's trials. The study file holds the import, so the pre-registration seals every job file;
+    `hrbench run` then reads each trial's outcome where it would have run it (natural: after expected_success)."""
+    import yaml
+
+    from hrbench.design import StudyDesign
+    from hrbench.harbor_io.imports import match_imports
+    from hrbench.protocol import HarborImport, Study
+
+    try:
+        mapping = dict(_pair(a) for a in agent or [])
+        design = StudyDesign.from_file(study)
+        base = design.loaded.source.parent
+        entry = HarborImport(kind=kind, harbor_jobs=[os.path.relpath(j.resolve(), base) for j in jobs],
+                             agents=mapping)  # type: ignore[arg-type]
+        trial_study = Study.model_validate({**design.study.model_dump(mode="json"), "imports": [entry.model_dump()]})
+        needs = None
+        if kind == "checkpoint":
+            from hrbench.harbor_io.export import checkpoint_task_checksums
+
+            needs = checkpoint_task_checksums(design.tasks)
+        found = match_imports(trial_study, design.tasks, base, needs)
+    except (StudyError, TaskError, ValueError) as exc:
+        raise _fail(exc) from exc
+    table = Table(title=f"Harbor {kind} trials for study {design.study.name}")
+    for column in ("agent", "task", "stage", "trials"):
+        table.add_column(column)
+    for (a, _, t, s), folders in sorted(found.by_cell.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+        table.add_row(escape(a), escape(t), escape(s or "—"), str(len(folders)))
+    console.print(table)
+    for line in found.unused:
+        console.print(Text(f"not imported: {line}"), soft_wrap=True)
+    snippet = yaml.safe_dump({"imports": [entry.model_dump(mode="json")]}, sort_keys=False)
+    if write:
+        if design.study.imports:
+            raise _fail(f"{study}: already declares imports; add this entry to its list by hand:\n{snippet}")
+        with open(study, "a") as handle:
+            handle.write("\n# hrbench import harbor: these trials stand for the study's own (sealed by the "
+                         "pre-registration)\n" + snippet)
+        console.print(f"added to {study}; run `hrbench run {study}` to take them in", markup=False)
+    else:
+        console.print(Text(f"add to {study} (or rerun with --write):\n{snippet}"), soft_wrap=True)
+
+
+def _pair(text: str) -> tuple[str, str]:
+    label, sep, target = text.rpartition("=")
+    if not sep or not label or not target:
+        raise StudyError(f"--agent {text!r}: give HARBOR_AGENT[@provider/model]=STUDY_AGENT")
+    return label, target
+
+
+@export_app.command("checkpoint-tasks")
+def export_checkpoint_tasks(study: Path = typer.Argument(..., help="study YAML file whose tasks to export"),
+                            out: Path = typer.Option(..., help="folder to write the tasks into")) -> None:
+    """Every stage of the study's tasks as a Harbor task starting from the oracle state before it (run them with
+    `harbor run`, bring the job back with `hrbench import harbor --kind checkpoint`)."""
+    from hrbench.harbor_io.export import export_checkpoint_tasks as export
+
+    try:
+        loaded = load_study(study)
+        tasks = load_registry(loaded.registry, loaded.study.tasks.include)
+    except (StudyError, TaskError) as exc:
+        raise _fail(exc) from exc
+    folders = export(tasks, out)
+    console.print(f"wrote {len(folders)} checkpoint task(s) of {len(tasks)} task(s) to {out}", markup=False)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ import pandas as pd
 
 from hrbench.agents.sim import SimTruth, population_truth, segment_truth, sim_truth
 from hrbench.agents.specs import SimAgentSpec
+from hrbench.envs.registry import backend_for_task
+from hrbench.harbor_io.imports import ImportedTrials, match_imports, sealed_inputs
 from hrbench.preregistration import AgentRegistration, Preregistration, freeze, register_agent
 from hrbench.protocol import CheckpointProtocol, Decomposition, LoadedStudy, load_study
 from hrbench.tasks.loader import load_registry
@@ -54,7 +56,17 @@ class StudyDesign:
 
     @functools.cached_property
     def preregistration(self) -> Preregistration:
-        return freeze(self.study, self.tasks)
+        return freeze(self.study, self.tasks, sealed_inputs(self.study, self.loaded.source.parent) or None)
+
+    @functools.cached_property
+    def imported(self) -> ImportedTrials:
+        """The trials of the study's Harbor imports by cell (identities only, checked against the tasks:
+        HarborImportError on a changed task)."""
+        from hrbench.harbor_io.export import checkpoint_task_checksums  # only studies importing checkpoints
+
+        needs = any(e.kind == "checkpoint" for e in self.study.imports)
+        return match_imports(self.study, self.tasks, self.loaded.source.parent,
+                             checkpoint_task_checksums(self.tasks) if needs else None)
 
     @property
     def prereg_sha256(self) -> str:
@@ -74,7 +86,8 @@ class StudyDesign:
         return frame
 
     def catalog(self) -> pd.DataFrame:
-        """One row per stage: the task's structure, work W, dependency depth and weights."""
+        """One row per stage: the task's structure, work W, dependency depth, weights and the backend its
+        trials run on (the study's, or each task's own under `backend: auto`)."""
         rows = []
         for t in self.tasks:
             for s in t.stages:
@@ -83,6 +96,7 @@ class StudyDesign:
                     "stage": s.name, "stage_index": s.index, "depends_on": ",".join(s.depends_on),
                     "stage_weight": s.weight, "task_weight": self.weight(t.name), "work_lines": t.work,
                     "dependency_depth": t.dependency_depth, "docker_only": t.docker_only,
+                    "backend": backend_for_task(self.study.backend, t), "task_version": t.version,
                     "content_sha256": t.content_hash(),
                 })
         return self.stamp(pd.DataFrame(rows))

@@ -264,9 +264,14 @@ def lineage_lines(out_dir: Path, store: Store | None = None) -> list[str]:
         f"pre-registration {prereg.prereg_sha256}  frozen {prereg.frozen_at}  (preregistration.json)",
         f"  code {prereg.code.label}  commit {prereg.code.git_commit or '—'}  dirty {prereg.code.dirty}  "
         f"source {prereg.code.source_sha256[:12]}  check library {prereg.check_library_sha256[:12]}",
+        f"  backend {prereg.sandbox.get('backend')}"
+        + "".join(f"  {task}={name}" for task, name in sorted(prereg.sandbox.get("task_backends", {}).items())),
         f"  sandbox {prereg.sandbox.get('bwrap')}  budget {json.dumps(prereg.sandbox.get('budget'), sort_keys=True)}",
         "  tasks " + ", ".join(f"{t.name}={t.content_sha256[:12]}" for t in prereg.tasks),
     ]
+    if prereg.sealed_inputs:
+        jobs = sorted({path.split("/", 1)[0] for path in prereg.sealed_inputs})
+        lines.append(f"  sealed inputs {len(prereg.sealed_inputs)} files of imported Harbor jobs {', '.join(jobs)}")
     cache = Path(out_dir) / "cache"
     sealed = [f"{state.relative_to(cache)}={record_path(state).read_text().strip()[:12]}"
               for state in cached_states(cache) if record_path(state).is_file()]

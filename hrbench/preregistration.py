@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from hrbench.envs.registry import AUTO, backend_for_task
 from hrbench.protocol import Study, StudyError, sha256_json
 from hrbench.stores import registration_key
 from hrbench.tasks.model import Task
@@ -66,12 +67,14 @@ class Preregistration(BaseModel):
     code: CodeVersion
     check_library_sha256: str
     sandbox: dict
+    sealed_inputs: dict[str, str] | None = None  # imported Harbor jobs: {job/file: sha256}
     prereg_sha256: str
     frozen_at: str | None = None  # when it was first written; not hashed (the same protocol frozen twice is one)
 
     def body(self) -> dict:
         """What the hash covers."""
-        return self.model_dump(exclude={"prereg_sha256", "frozen_at"})
+        return self.model_dump(exclude={"prereg_sha256", "frozen_at"} | ({"sealed_inputs"} if self.sealed_inputs is None
+                                                                         else set()))
 
     def write(self, path: Path) -> None:
         """Store the protocol; an identical one already there is kept as it is (with its first timestamp)."""
@@ -101,10 +104,16 @@ class AgentRegistration(BaseModel):
         return self.model_dump(exclude={"agent_sha256", "registered_at"})
 
 
-def freeze(study: Study, tasks: list[Task]) -> Preregistration:
-    """The protocol of a study: change a setting, a task, the check library or the code, get a new hash."""
+def freeze(study: Study, tasks: list[Task], sealed_inputs: dict[str, str] | None = None) -> Preregistration:
+    """The protocol of a study: change a setting, a task, the check library or the code, get a new hash.
+
+    `sealed_inputs` ({file: sha256}) are the files of imported Harbor jobs: a changed file is a new
+    protocol, so outcomes recorded elsewhere cannot change after the study was frozen."""
     settings = study.model_dump(mode="json")
     settings.pop("agents")
+    settings.pop("backend")  # recorded with the sandbox, beside each task's backend
+    if not settings["imports"]:
+        settings.pop("imports")  # a study without imports freezes as before imports existed
     body = {
         "study": settings,
         "tasks": [
@@ -114,17 +123,24 @@ def freeze(study: Study, tasks: list[Task]) -> Preregistration:
         ],
         "code": code_version().model_dump(),
         "check_library_sha256": file_sha256(CHECK_LIBRARY),
-        "sandbox": sandbox_limits(study),
+        "sandbox": sandbox_limits(study, tasks),
     }
+    if sealed_inputs:
+        body["sealed_inputs"] = sealed_inputs
     return Preregistration(**body, prereg_sha256=sha256_json(body))
 
 
-def sandbox_limits(study: Study) -> dict:
-    """The limits a trial runs under: the declared budget and the sandbox program's version.
+def sandbox_limits(study: Study, tasks: list[Task]) -> dict:
+    """The limits a trial runs under: the study's backend, the declared budget and the sandbox program's
+    version; under `backend: auto`, also which backend each task runs on.
 
     Limits fixed in hrbench's code (process caps, mount sizes) are covered by `code.source_sha256`.
     """
-    return {"backend": "local", "bwrap": bwrap_version(), "budget": study.checkpoint.budget.model_dump(mode="json")}
+    limits = {"backend": study.backend, "bwrap": bwrap_version(),
+              "budget": study.checkpoint.budget.model_dump(mode="json")}
+    if study.backend == AUTO:
+        limits["task_backends"] = {t.name: backend_for_task(AUTO, t) for t in tasks}
+    return limits
 
 
 @functools.cache

@@ -263,6 +263,21 @@ class BootstrapSettings(Frozen):
     level: float = Field(0.95, gt=0.5, lt=1)
 
 
+class HarborImport(Frozen):
+    """Trials `harbor run` already recorded, taken in place of running them (`hrbench import harbor`).
+
+    Sealed by the pre-registration (every file's hash), checked against the study's tasks (name and
+    Harbor checksum) before anything runs, and read only where the study would run those trials:
+    natural rollouts after `expected_success`, checkpoint trials in their own step."""
+
+    kind: Literal["natural", "checkpoint"] = Field(
+        "natural", description="natural: multi-step trials of the study's tasks (baseline rollouts); checkpoint: "
+        "trials of the tasks `hrbench export checkpoint-tasks` wrote")
+    harbor_jobs: list[str] = Field(min_length=1, description="Harbor job folders, relative to the study file")
+    agents: dict[str, str] = Field(
+        min_length=1, description="Harbor `agent@provider/model` (or `agent`) -> the study agent its trials are")
+
+
 class Study(Frozen):
     """A pre-registered study: everything declared before any trial runs."""
 
@@ -287,6 +302,20 @@ class Study(Frozen):
         4, ge=1, le=64, description="trials run at once in one step, over all its partitions (they share this bound)"
     )
     depth: DepthSettings | None = Field(None, description="measure depth D by turn caps (task_depth asset)")
+    imports: list[HarborImport] = Field(
+        default_factory=list, description="Harbor job folders whose trials stand for the study's (docs/harbor.md)")
+    backend: str = Field(
+        "local", description="where trials run: `local` (bubblewrap), `docker` (a Docker-API engine), `auto` "
+        "(docker for the tasks local cannot run, local for the rest), or another registered backend's name")
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        from hrbench.envs.registry import backend_choices  # the registry imports the backends: only when validating
+
+        if value not in backend_choices():
+            raise ValueError(f"unknown backend {value!r}; choose from {backend_choices()}")
+        return value
 
     @field_validator("conditions", mode="before")
     @classmethod
@@ -345,6 +374,25 @@ class Study(Frozen):
         if unknown:
             raise ValueError(f"depth.agents {unknown}: not among the study's agents {[a.id for a in self.agents]}")
         return self
+
+    @model_validator(mode="after")
+    def _imported_agents(self) -> "Study":
+        ids = {a.id for a in self.agents}
+        seen: set[tuple[str, str]] = set()
+        for entry in self.imports:
+            unknown = sorted(set(entry.agents.values()) - ids)
+            if unknown:
+                raise ValueError(f"imports: agents {unknown} are not among the study's agents {sorted(ids)}")
+            for agent in entry.agents.values():
+                if (agent, entry.kind) in seen:
+                    raise ValueError(f"imports: agent {agent!r} has its {entry.kind} trials imported twice; list "
+                                     "every job folder under one entry")
+                seen.add((agent, entry.kind))
+        return self
+
+    def imported(self, agent: str, kind: str) -> HarborImport | None:
+        """The import that holds this agent's trials of `kind`, if any."""
+        return next((e for e in self.imports if e.kind == kind and agent in e.agents.values()), None)
 
     @model_validator(mode="after")
     def _unique_agents(self) -> "Study":

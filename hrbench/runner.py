@@ -1,4 +1,4 @@
-"""The trial runner: a design's trials, on an environment backend chosen by name, into the stores.
+"""The trial runner: a design's trials, on the environment backend the study names, into the stores.
 
 Trial specs (which trials a pre-registration asks for) and their execution live here; one trial's
 lifecycle is in `harness/trials.py`, the journal in `harness/journal.py`.
@@ -15,7 +15,8 @@ from hrbench.agents.base import Message
 from hrbench.agents.factory import make_agent
 from hrbench.design import StudyDesign, segments, unit_name
 from hrbench.envs.base import SandboxError
-from hrbench.envs.registry import Backend, BackendOptions, make_backend
+from hrbench.envs.registry import BackendOptions, TaskBackends, backend_for_task
+from hrbench.harbor_io.jobs import trial_record
 from hrbench.harness.journal import run_trials
 from hrbench.harness.records import TrialRecord, TrialSpec
 from hrbench.harness.trajectory import load_matched_prefix
@@ -38,20 +39,30 @@ def _without_result(row: StageAudit) -> bool:
 class TrialRunner:
     """Runs (and resumes) the trials of one design, journaling them in the stores."""
 
-    def __init__(self, design: StudyDesign, stores: StudyStores, backend: str = "local", progress: bool = True):
+    def __init__(self, design: StudyDesign, stores: StudyStores, progress: bool = True):
         self.design = design
         self.stores = stores
-        self.backend_name = backend
         self.progress = progress
         # One bound on the trials running at once, whichever partitions they belong to: partitions
         # run side by side (pipelines/), so one task's slow last trials leave no sandbox slot idle.
         self.slots = threading.BoundedSemaphore(design.study.concurrency)
 
     @functools.cached_property
-    def backend(self) -> Backend:
+    def _backends(self) -> TaskBackends:
         options = BackendOptions(cache_dir=self.stores.cache_dir,
                                  memory_mb=self.design.study.checkpoint.budget.memory_mb)
-        return make_backend(self.backend_name, options)
+        return TaskBackends(self.design.study.backend, options)
+
+    @functools.cached_property
+    def backend(self) -> TaskBackends:
+        """The study's `backend` (each task on its own under `auto`), checked for every task before any
+        trial runs: a docker study without an engine stops here with one line saying how to start one."""
+        self._backends.check(self.design.tasks)
+        return self._backends
+
+    def check_backends(self) -> None:
+        """Raise SandboxError now if a task's backend cannot run it (see `backend`)."""
+        self.backend  # noqa: B018 - the property checks, once
 
     # -- which trials -------------------------------------------------------------------------
 
@@ -118,7 +129,8 @@ class TrialRunner:
 
     def run_prefix_rollouts(self, agent: str, task: str) -> list[TrialRecord]:
         study, t = self.design.study, self.design.task(task)
-        self._check_agent_states()
+        self._check_agent_states(t)
+        self.check_backends()
 
         def execute(spec: TrialSpec) -> TrialRecord:
             save = functools.partial(self.agent_state_name, spec) if study.needs_agent_states else None
@@ -142,7 +154,7 @@ class TrialRunner:
             for retry in range(retries.max_attempts):
                 if retry:
                     time.sleep(retries.backoff(retry))
-                rows = cached_audit(task, self.backend)
+                rows = cached_audit(task, self.backend.for_task(task))
                 if not any(_without_result(r) for r in rows):
                     break
             return rows
@@ -154,9 +166,12 @@ class TrialRunner:
     def run_checkpoint_trials(self, agent: str, task: str) -> list[TrialRecord]:
         study, t = self.design.study, self.design.task(task)
         protocols = study.checkpoint_protocols()
-        self._check_agent_states()
+        self._check_agent_states(t)
+        self.check_backends()
 
         def execute(spec: TrialSpec) -> TrialRecord:
+            if study.imported(agent, "checkpoint") is not None:
+                return self.imported_record(spec)
             return run_checkpoint_trial(spec, t, make_agent(study.agent(agent)), self.backend,
                                         protocols[spec.protocol], study.seed,
                                         trajectory_dir=self.stores.trajectory_dir,
@@ -169,8 +184,11 @@ class TrialRunner:
     def run_natural_trials(self, agent: str, task: str, condition: str | None = None) -> list[TrialRecord]:
         """The natural rollouts of one condition (every condition when None), each condition its own journal."""
         study, t = self.design.study, self.design.task(task)
+        self.check_backends()  # a trial's harness error would be journaled: a backend that cannot run is refused first
 
         def execute(spec: TrialSpec) -> TrialRecord:
+            if spec.condition == "baseline" and study.imported(agent, "natural") is not None:
+                return self.imported_record(spec)
             return run_natural_trial(spec, t, make_agent(study.agent(agent)), self.backend,
                                      study.condition(spec.condition), study.checkpoint.budget, study.seed,
                                      trajectory_dir=self.stores.trajectory_dir)
@@ -181,6 +199,18 @@ class TrialRunner:
                                   self._journal("natural", agent, task, c), study.concurrency,
                                   f"natural {c} {agent} {task}", self.progress, self.slots, study.retries)
         return records
+
+    def imported_record(self, spec: TrialSpec) -> TrialRecord:
+        """The row of an imported Harbor trial, where a run would have executed it: its outcome is read
+        now, not before (natural rollouts: after expected_success). Trial j of a cell is the cell's j-th
+        Harbor trial by start time; a cell with fewer raises, and the trial is missing (`harness_error`)."""
+        folders = self.design.imported.by_cell.get((spec.agent, spec.kind, spec.task, spec.stage), [])
+        if spec.trial_index >= len(folders):
+            raise SandboxError(f"the imported Harbor jobs hold {len(folders)} {spec.kind} trial(s) of agent "
+                               f"{spec.agent!r} on {spec.task!r}{f' stage {spec.stage!r}' if spec.stage else ''}, "
+                               f"not a trial #{spec.trial_index + 1}: it is missing")
+        return trial_record(spec, self.design.task(spec.task), folders[spec.trial_index],
+                            self.stores.trajectory_dir, self.stores.out_dir)
 
     def _journal(self, kind: str, agent: str, task: str, condition: str | None = None):
         return self.stores.journal(self.design.prereg_sha256, kind, agent, task, condition)
@@ -212,8 +242,10 @@ class TrialRunner:
         chosen = passing[spec.trial_index % len(passing)]
         return self.agent_state_name(chosen, stage_index)
 
-    def _check_agent_states(self) -> None:
-        if self.design.study.needs_agent_states and not self.backend.saves_agent_states:
-            raise SandboxError(f"environment backend {self.backend_name!r}: checkpoint.state 'solution_conditioned' "
+    def _check_agent_states(self, task: Task) -> None:
+        if self.design.study.needs_agent_states and not self._backends.saves_agent_states_for(task):
+            name = backend_for_task(self.design.study.backend, task)
+            raise SandboxError(f"environment backend {name!r} (task {task.name!r}): checkpoint.state "
+                               "'solution_conditioned' "
                                "starts checkpoints from the agent's own saved workspaces, which this backend does "
                                "not keep; run the study on the 'local' backend, or use state 'oracle_replay'")

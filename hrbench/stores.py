@@ -84,6 +84,13 @@ class StudyStores:
         """Where a failed step's whole error is written (`hrbench run` names the file)."""
         return self.out_dir / "logs"
 
+    def frozen_at(self) -> str | None:
+        """When this output directory's protocol was first frozen (preregistration.json), if it was."""
+        try:
+            return json.loads(self.preregistration_path.read_text()).get("frozen_at")
+        except (OSError, ValueError):
+            return None
+
     @property
     def cache_dir(self) -> Path:
         """Where the environment backend keeps its snapshots (always local)."""

@@ -17,18 +17,16 @@ from hrbench.stores import StudyStores
 
 class StudyRun:
     """A study design, the stores of `out_dir` (in `store`; default: as the environment configures it),
-    and a runner over the backend named `backend`."""
+    and a runner over the study's backend."""
 
-    def __init__(self, design: StudyDesign, out_dir: str | Path, progress: bool = True, backend: str = "local",
-                 store: Store | None = None):
+    def __init__(self, design: StudyDesign, out_dir: str | Path, progress: bool = True, store: Store | None = None):
         self.design = design
         self.stores = StudyStores(out_dir, store)
-        self.runner = TrialRunner(design, self.stores, backend, progress)
+        self.runner = TrialRunner(design, self.stores, progress)
 
     @classmethod
-    def from_file(cls, study_path: str | Path, out_dir: str | Path, progress: bool = True,
-                  backend: str = "local") -> "StudyRun":
-        return cls(StudyDesign.from_file(study_path), out_dir, progress, backend)
+    def from_file(cls, study_path: str | Path, out_dir: str | Path, progress: bool = True) -> "StudyRun":
+        return cls(StudyDesign.from_file(study_path), out_dir, progress)
 
     @property
     def study(self) -> Study:

@@ -68,6 +68,8 @@ def run_study(study_path: str | Path, out_dir: str | Path, console: Console | No
     out.mkdir(parents=True, exist_ok=True)
     run = StudyRun.from_file(study_path, out, progress)
     run.check_out_dir()  # fail before any work if OUT holds another study version, or a changed agent
+    run.runner.check_backends()  # and if a task's backend cannot run it (a docker study without an engine)
+    run.design.imported  # noqa: B018 - and if an imported Harbor trial ran another version of a task
     registered = {}
     for spec in run.study.agents:
         registration = run.design.registration(spec.id)

@@ -6,6 +6,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 from hrbench.envs.local import LocalBackend
 from hrbench.envs.registry import BackendOptions, backend_names, make_backend, register_backend
@@ -36,9 +37,16 @@ def test_a_study_run_uses_the_backend_registered_under_its_name(tmp_path: Path):
         def __init__(self, options: BackendOptions):
             built.append(options)
 
+        def check_supported(self, task) -> None:
+            pass
+
     name = f"recording-{uuid.uuid4().hex[:8]}"
     register_backend(name, Recording)  # type: ignore[arg-type]
-    run = StudyRun.from_file(DEMO_STUDY, tmp_path / "out", progress=False, backend=name)
-    assert isinstance(run.runner.backend, Recording)
+    study = yaml.safe_load(DEMO_STUDY.read_text())
+    study["backend"] = name
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    run = StudyRun.from_file(path, tmp_path / "out", progress=False)
+    assert isinstance(run.runner.backend.for_task(run.design.tasks[0]), Recording)
     assert built == [BackendOptions(cache_dir=(tmp_path / "out" / "cache").resolve(),
                                     memory_mb=run.study.checkpoint.budget.memory_mb)]

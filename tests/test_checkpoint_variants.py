@@ -236,9 +236,10 @@ def test_the_docker_backend_refuses_solution_conditioned_naming_local(tmp_path: 
     study = yaml.safe_load(TINY_STUDY.read_text())
     study["tasks"]["registry"] = str(FIXTURES / "registry")
     study["checkpoint"] = {"state": "solution_conditioned"}
+    study["backend"] = "docker"
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(study))
-    runner = TrialRunner(StudyDesign.from_file(path), StudyStores(tmp_path / "out"), backend="docker", progress=False)
+    runner = TrialRunner(StudyDesign.from_file(path), StudyStores(tmp_path / "out"), progress=False)
     for run in (runner.run_prefix_rollouts, runner.run_checkpoint_trials):
         with pytest.raises(SandboxError, match="backend 'docker'.*run the study on the 'local' backend"):
             run("steady", "tiny-chain")

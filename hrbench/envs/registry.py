@@ -2,16 +2,18 @@
 
 `local` (bubblewrap sandboxes, envs/local/) and `docker` (any Docker-API engine, envs/docker/)
 are registered here; another backend registers beside them with `register_backend` and is then
-chosen by name, never by class.
+chosen by name, never by class. A study names one in its `backend` setting, or `auto`: each task on
+`docker` when the local backend cannot run it, on `local` otherwise (`TaskBackends`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
-from hrbench.envs.base import Backend
+from hrbench.envs.base import Backend, Environment
+from hrbench.tasks.model import Task
 from hrbench.envs.local import LocalBackend
 
 
@@ -38,6 +40,22 @@ def backend_names() -> list[str]:
     return sorted(_BACKENDS)
 
 
+AUTO = "auto"  # a study's `backend: auto`: every task where it can run (`backend_for_task`)
+
+
+def backend_choices() -> list[str]:
+    """What a study's `backend` (and a command's `--backend`) may say: a registered name, or `auto`."""
+    return [*backend_names(), AUTO]
+
+
+def backend_for_task(choice: str, task: Task) -> str:
+    """The backend a task runs on under a study's `backend` choice: `auto` sends a task the local backend
+    cannot run (`Task.docker_only`) to `docker` and every other task to `local`; a named backend runs all."""
+    if choice != AUTO:
+        return choice
+    return "docker" if task.docker_only else "local"
+
+
 def make_backend(name: str, options: BackendOptions) -> Backend:
     """The backend registered as `name`, built for one study's output directory."""
     try:
@@ -62,3 +80,45 @@ def _docker(options: BackendOptions) -> Backend:
 
 
 register_backend("docker", _docker)
+
+
+class TaskBackends:
+    """The backends of one study (or one command): each task on the one its `choice` gives it.
+
+    A Backend itself, routing every call by task, so a study with `backend: auto` runs its trials,
+    audit and depth runs through one object. Each backend is built on first use: a study whose tasks
+    all run on local never needs a docker engine."""
+
+    def __init__(self, choice: str, options: BackendOptions):
+        if choice not in backend_choices():
+            raise ValueError(f"no environment backend {choice!r}; choose from {backend_choices()}")
+        self.name = choice
+        self.options = options
+        self._built: dict[str, Backend] = {}
+
+    def for_task(self, task: Task) -> Backend:
+        name = backend_for_task(self.name, task)
+        if name not in self._built:
+            self._built[name] = make_backend(name, self.options)
+        return self._built[name]
+
+    def check(self, tasks: Iterable[Task]) -> None:
+        """Raise SandboxError, before any trial, when a task's backend cannot run it (a docker-only task on
+        local, no reachable engine for docker: one line saying what to start)."""
+        for task in tasks:
+            self.for_task(task).check_supported(task)
+
+    def saves_agent_states_for(self, task: Task) -> bool:
+        return self.for_task(task).saves_agent_states
+
+    def check_supported(self, task: Task) -> None:
+        self.for_task(task).check_supported(task)
+
+    def start(self, task: Task, stages_done: int = 0, state: str | None = None) -> Environment:
+        return self.for_task(task).start(task, stages_done, state)
+
+    def save_state(self, env: Environment, state: str) -> None:
+        self.for_task(env.task).save_state(env, state)
+
+    def restore(self, env: Environment, stages_done: int) -> None:
+        self.for_task(env.task).restore(env, stages_done)

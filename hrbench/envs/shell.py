@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hrbench.envs.local.confine import LAUNCH_ENV
+from hrbench.envs.launch_env import LAUNCH_ENV
 from hrbench.harness.truncation import HeadTail
 
 MAX_WAIT_S = 60.0

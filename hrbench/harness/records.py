@@ -82,6 +82,9 @@ class TrialRecord(TrialSpec):
     # the earlier attempts, oldest first: [{attempt, exit_reason, error, trajectory_path}] (their rows are in the
     # attempts journal, their trajectories beside this one as `….attempt-N.json.gz`); none enters an estimate
     earlier_attempts_json: str = "[]"
+    # imported trials (hrbench import harbor): when Harbor recorded the rollout (its finished_at); None for trials
+    # hrbench ran. started_at is then when hrbench read its outcome.
+    recorded_at: str | None = None
 
 
 def records_table(records: list[TrialRecord]) -> pd.DataFrame:

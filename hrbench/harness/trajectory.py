@@ -17,7 +17,8 @@ from pathlib import Path
 
 from hrbench.agents.base import Message
 
-ATIF_VERSION = "ATIF-v1.4"
+# The newest ATIF whose models (PyPI `atif`, Harbor's RFC 0001) validate what `write` produces (tests/harbor).
+ATIF_VERSION = "ATIF-v1.8"
 
 
 def _now() -> str:

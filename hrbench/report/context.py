@@ -89,6 +89,7 @@ class ReportHeader(BaseModel):
     level: float
     protocol: dict[str, object]  # the declared checkpoint protocol
     conditions: list[dict[str, str]]  # name, history, state, protocol hash, sharing note
+    imports: list[str] = []  # what was imported from Harbor jobs and when it was recorded (harbor_io.imports)
 
 
 class Figure(BaseModel):

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hrbench.analysis import ReportTables
 from hrbench.design import StudyDesign
+from hrbench.harbor_io.imports import import_statements
 from hrbench.harness.records import TrialRecord
 from hrbench.report.context import (
     Figure,
@@ -35,7 +36,7 @@ _ENV = jinja2.Environment(loader=jinja2.PackageLoader("hrbench.report", "templat
                           autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
 
 
-def report_header(design: StudyDesign) -> ReportHeader:
+def report_header(design: StudyDesign, frozen_at: str | None = None) -> ReportHeader:
     """What the report states about a study version: hash, protocol, zero rule, trial counts, conditions."""
     study = design.study
     shared: dict[str, list[str]] = {}
@@ -54,7 +55,8 @@ def report_header(design: StudyDesign) -> ReportHeader:
                         zero_rule=study.zero_rule, baseline_model=study.baseline_model,
                         checkpoint_trials=study.trials.checkpoint, natural_trials=study.trials.natural,
                         n_boot=study.bootstrap.n_boot, bootstrap_seed=study.bootstrap.seed,
-                        level=study.bootstrap.level, protocol=protocol, conditions=conditions)
+                        level=study.bootstrap.level, protocol=protocol, conditions=conditions,
+                        imports=import_statements(design.study, design.imported, frozen_at) if study.imports else [])
 
 
 def _mine(design: StudyDesign, frame: pd.DataFrame) -> pd.DataFrame:
@@ -114,7 +116,8 @@ def study_report(design: StudyDesign, tables: ReportTables, path: Path,
     inputs = study_inputs(design, tables, stores)
     figs = report_figures(inputs)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_report(report_header(design), inputs, figs))
+    frozen_at = stores.frozen_at() if stores is not None else None
+    path.write_text(render_report(report_header(design, frozen_at), inputs, figs))
     return WrittenReport(path=path, figures=figs)
 
 

@@ -8,6 +8,7 @@ ignored (and why), or unsupported (the task loads, the key has no effect, the li
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import os
@@ -16,6 +17,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+# The task.toml schema versions this release reads with Harbor's semantics (Harbor 1.0 to 1.4).
+SCHEMA_VERSIONS = ("1.0", "1.1", "1.2", "1.3", "1.4")
+NETWORK_MODES = ("no-network", "public", "allowlist")
 
 
 class _Open(BaseModel):
@@ -51,17 +57,23 @@ class PackageInfo(_Open):
     version: str | None = None
 
 
+NetworkMode = Literal["no-network", "public", "allowlist"]
+
+
 class VerifierSection(_Open):
     timeout_sec: float | None = Field(None, gt=0, allow_inf_nan=False)
     env: dict[str, str] = {}
     user: str | int | None = None
-    network_mode: str | None = None
+    network_mode: NetworkMode | None = None
+    environment_mode: str | None = None  # "separate" is refused by name (loader); any other keeps one environment
+    environment: dict[str, Any] | None = None
 
 
 class AgentSection(_Open):
     timeout_sec: float | None = Field(None, gt=0, allow_inf_nan=False)
     user: str | int | None = None
-    network_mode: str | None = None
+    network_mode: NetworkMode | None = None
+    allowed_hosts: list[str] = []
 
 
 class EnvironmentSection(_Open):
@@ -72,7 +84,8 @@ class EnvironmentSection(_Open):
     storage_mb: int | None = None
     gpus: int = 0
     allow_internet: bool = True
-    network_mode: str | None = None
+    network_mode: NetworkMode | None = None
+    allowed_hosts: list[str] = []
     env: dict[str, str] = {}
     healthcheck: Healthcheck | None = None
     workdir: str | None = None
@@ -127,76 +140,176 @@ class HarborTaskConfig(_Open):
     def _as_text(cls, value: Any) -> Any:
         return str(value) if isinstance(value, (int, float)) else value
 
+    def phases(self) -> list[tuple[str, AgentSection | VerifierSection]]:
+        """Every phase table that may set a network, named as task.toml names it."""
+        out: list[tuple[str, AgentSection | VerifierSection]] = [("[agent]", self.agent), ("[verifier]", self.verifier)]
+        for i, step in enumerate(self.steps or []):
+            out += [(f"[[steps]] {step.name!r} [agent]", step.agent), (f"[[steps]] {step.name!r} [verifier]",
+                                                                         step.verifier)]
+        return out
+
+    def network_modes(self) -> dict[str, str]:
+        """{where: mode} of every declared network_mode (and allowlist's allowed_hosts), Harbor's per-phase
+        override over the [environment] baseline."""
+        modes: dict[str, str] = {}
+        if self.environment.network_mode is not None:
+            modes["[environment]"] = self.environment.network_mode
+        if self.environment.allowed_hosts:
+            modes["[environment] allowed_hosts"] = "allowlist"
+        for where, table in self.phases():
+            if table.network_mode is not None:
+                modes[where] = table.network_mode
+            if isinstance(table, AgentSection) and table.allowed_hosts:
+                modes[f"{where} allowed_hosts"] = "allowlist"
+        return modes
+
+    def separate_verifier(self) -> str | None:
+        """Where a verifier is asked to run in its own environment (None: it shares the trial's)."""
+        for where, table in self.phases():
+            if isinstance(table, VerifierSection) and (table.environment_mode == "separate"
+                                                       or table.environment is not None):
+                return where
+        return None
+
 
 def artifact_path(entry: str | Artifact) -> str:
     return entry if isinstance(entry, str) else entry.source
 
 
+def artifact_excludes(config: HarborTaskConfig) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(source, exclude globs) of every artifact object declaring `exclude`, task-level and the steps'."""
+    entries = [*config.artifacts, *(a for step in config.steps or [] for a in step.artifacts)]
+    return tuple((a.source, tuple(a.exclude)) for a in entries if isinstance(a, Artifact) and a.exclude)
+
+
+def excluded(sandbox_path: str, exclude: tuple[tuple[str, tuple[str, ...]], ...]) -> bool:
+    """An artifact file left out by its artifact's `exclude`: a glob matching its path under the source, or
+    any one component of that path (`*.pyc`, `node_modules`)."""
+    for source, patterns in exclude:
+        root = source.rstrip("/")
+        if not sandbox_path.startswith(root + "/"):
+            continue
+        rel = sandbox_path[len(root) + 1:]
+        if any(fnmatch.fnmatchcase(rel, p) or any(fnmatch.fnmatchcase(part, p) for part in rel.split("/"))
+               for p in patterns):
+            return True
+    return False
+
+
 class KeySupport(BaseModel):
-    """One task.toml key and what hrbench does with it."""
+    """One task.toml key and what hrbench does with it, on the local backend and on docker."""
 
     model_config = ConfigDict(frozen=True)
     key: str  # dotted, e.g. `steps[].verifier.env`
-    status: Literal["honoured", "ignored", "unsupported"]
+    status: Status  # on the local backend
+    docker: Status  # on the docker backend
     how: str  # how it is honoured, or why it is not
 
 
-# key -> (status, how/why). Keys not listed are reported "unsupported" by name.
-SUPPORT: dict[str, tuple[str, str]] = {
-    "version": ("honoured", "schema 1.0 name of schema_version"),
-    "schema_version": ("honoured", "1.0 (no [task]) and 1.1+ ([task] with org/name) both load"),
-    "source": ("ignored", "provenance only; shown nowhere else"),
-    "task.name": ("honoured", "the task's name (org/name kept; files use org__name)"),
-    "task.description": ("honoured", "shown by `tasks list`"),
-    "task.authors": ("ignored", "registry metadata; no effect on a run"),
-    "task.keywords": ("ignored", "registry metadata; no effect on a run"),
-    "task.version": ("ignored", "package version; the content hash versions a study instead"),
-    "metadata": ("ignored", "free-form; only [metadata.hrbench] is read"),
-    "metadata.hrbench": ("honoured", "family, structure, depends_on, weights, persist"),
-    "verifier.timeout_sec": ("honoured", "the verifier's wall-time limit (default 60 s)"),
-    "verifier.env": ("honoured", "set in the verifier's sandbox (${VAR} / ${VAR:-default} from the host)"),
-    "verifier.user": ("ignored", "the sandbox runs as one unprivileged uid (docs/security.md)"),
-    "verifier.network_mode": ("ignored", "local sandboxes have no network (docs/security.md)"),
-    "agent.timeout_sec": ("honoured", "the reference solution's limit; agents use the study's budget"),
-    "agent.user": ("ignored", "the sandbox runs as one unprivileged uid (docs/security.md)"),
-    "agent.network_mode": ("ignored", "local sandboxes have no network (docs/security.md)"),
-    "environment.build_timeout_sec": ("ignored", "local builds no image; docker backend"),
-    "environment.docker_image": ("ignored", "local uses the host's /usr; prebuilt images need the docker backend"),
-    "environment.cpus": ("ignored", "limits come from the study's sandbox limits"),
-    "environment.memory_mb": ("ignored", "limits come from the study's sandbox limits"),
-    "environment.storage_mb": ("ignored", "limits come from the study's sandbox limits"),
-    "environment.gpus": ("ignored", "no GPU passthrough; a task needing gpus > 0 is docker-only"),
-    "environment.allow_internet": ("ignored", ("no network on local, whatever the value; a task that needs it "
-                                               "fails visibly (the audit says `network needed`)")),
-    "environment.network_mode": ("ignored", "no network on local"),
-    "environment.env": ("honoured", "set in every sandboxed process of the task"),
-    "environment.healthcheck": ("honoured", "run when a trial's environment starts; failing = harness error"),
-    "environment.workdir": ("honoured", "WORKDIR, over the Dockerfile's"),
-    "environment.mcp_servers": ("unsupported", "no MCP servers are started"),
-    "environment.skills_dir": ("unsupported", "no agent skills directory is provisioned"),
-    "solution.env": ("honoured", "set when the reference solution runs"),
-    "multi_step_reward_strategy": ("honoured", "the trial's Harbor reward (mean or final) is recorded "
-                                               "(`harbor_reward`)"),
-    "artifacts": ("honoured", "collected after each verification and saved beside the trajectory (paths "
-                              "outside WORKDIR persist)"),
-    "steps": ("honoured", "one stage per step, in order"),
-    "steps[].name": ("honoured", "the stage name; steps/<name>/ holds it"),
-    "steps[].agent.timeout_sec": ("honoured", "the step's reference-solution limit"),
-    "steps[].agent.user": ("ignored", "one unprivileged uid"),
-    "steps[].agent.network_mode": ("ignored", "no network on local"),
-    "steps[].verifier.timeout_sec": ("honoured", "the step verifier's wall-time limit"),
-    "steps[].verifier.env": ("honoured", "set in the step verifier's sandbox, over [verifier.env]"),
-    "steps[].verifier.user": ("ignored", "one unprivileged uid"),
-    "steps[].verifier.network_mode": ("ignored", "no network on local"),
-    "steps[].min_reward": ("honoured", ("Harbor's gate: a natural rollout continues past a failed stage only "
-                                        "when its rewards meet min_reward")),
-    "steps[].healthcheck": ("honoured", "run after the step's setup.sh, before the agent's turn"),
-    "steps[].artifacts": ("honoured", "collected after this step's verification"),
+Status = Literal["honoured", "ignored", "refused", "unsupported"]
+_LOCAL_NO_NET = "no-network honoured (local sandboxes have none); public/allowlist refused on local: docker-only"
+_DOCKER_NET = ("docker: public gives the trial's container a network (the whole trial: the engine cannot switch it per "
+               "phase), allowlist is refused (no egress filter)")
+
+# key -> (status on local, status on docker, how/why). Keys not listed are reported "unsupported" by name.
+# Every key of Harbor's TaskConfig up to schema 1.4 is listed (docs/tasks.md's table is generated from it).
+SUPPORT: dict[str, tuple[str, str, str]] = {
+    "version": ("honoured", "honoured", "schema 1.0 name of schema_version"),
+    "schema_version": ("honoured", "honoured", f"{', '.join(SCHEMA_VERSIONS)} load; any other version is refused "
+                                               "(a newer Harbor's keys could change what a task means)"),
+    "source": ("ignored", "ignored", "provenance only; shown nowhere else"),
+    "task.name": ("honoured", "honoured", "the task's name (org/name kept; files use org__name)"),
+    "task.description": ("honoured", "honoured", "shown by `tasks list`"),
+    "task.version": ("honoured", "honoured", "the package's version: shown by `tasks list`, in the `task_catalog` "
+                                             "table (`task_version`); the content hash still versions a study"),
+    "task.authors": ("ignored", "ignored", "registry metadata; no effect on a run"),
+    "task.keywords": ("ignored", "ignored", "registry metadata; no effect on a run"),
+    "metadata": ("ignored", "ignored", "free-form; only [metadata.hrbench] is read"),
+    "metadata.hrbench": ("honoured", "honoured", "family, structure, depends_on, weights, persist"),
+    "verifier.timeout_sec": ("honoured", "honoured", "the verifier's wall-time limit (default 60 s)"),
+    "verifier.env": ("honoured", "honoured", "set in the verifier's process (${VAR} / ${VAR:-default} from the "
+                                             "host)"),
+    "verifier.user": ("ignored", "ignored", "the verifier runs as the one unprivileged sandbox uid (docs/security.md)"),
+    "verifier.network_mode": ("honoured", "honoured", f"the verification phase's network: {_LOCAL_NO_NET}; "
+                                                      f"{_DOCKER_NET}"),
+    "verifier.environment_mode": ("refused", "refused", "`separate` (a verifier in its own environment) is refused "
+                                                        "by name on both backends: the verifier shares the trial's "
+                                                        "environment; any other value keeps that"),
+    "verifier.environment": ("refused", "refused", "the separate verifier's environment: refused with "
+                                                   "environment_mode = separate"),
+    "verifier.collect": ("unsupported", "unsupported", "collect hooks are not run; the verifier sees WORKDIR and the "
+                                                       "persisted paths as they are"),
+    "agent.timeout_sec": ("honoured", "honoured", "the reference solution's limit; agents use the study's budget"),
+    "agent.user": ("ignored", "ignored", "the agent runs as the one unprivileged sandbox uid (docs/security.md)"),
+    "agent.network_mode": ("honoured", "honoured", f"the agent phase's network: {_LOCAL_NO_NET}; {_DOCKER_NET}"),
+    "agent.allowed_hosts": ("refused", "refused", "an allowlist needs an egress filter neither backend sets up"),
+    "environment.build_timeout_sec": ("ignored", "ignored", "local builds no image; docker builds without a limit"),
+    "environment.docker_image": ("ignored", "ignored", "local runs the host's /usr; docker builds environment/"
+                                                       "Dockerfile (no registry is reachable to pull an image); a "
+                                                       "task with an image and no Dockerfile is docker-only and runs "
+                                                       "on the base image"),
+    "environment.os": ("ignored", "ignored", "Linux only"),
+    "environment.cpus": ("ignored", "ignored", "limits come from the study's sandbox limits"),
+    "environment.memory_mb": ("ignored", "ignored", "limits come from the study's sandbox limits (`memory_mb`)"),
+    "environment.storage_mb": ("ignored", "ignored", "limits come from the study's sandbox limits"),
+    "environment.gpus": ("refused", "ignored", "no GPU passthrough: gpus > 0 is docker-only, and docker gives none"),
+    "environment.gpu_types": ("ignored", "ignored", "no GPU passthrough"),
+    "environment.tpu": ("ignored", "ignored", "no TPU passthrough"),
+    "environment.allow_internet": ("ignored", "honoured", "pre-1.3 network switch: no network on local, whatever "
+                                                          "the value (the audit says `network needed`); docker: true "
+                                                          "gives the container a network"),
+    "environment.network_mode": ("honoured", "honoured", f"every phase's network unless the phase sets its own: "
+                                                         f"{_LOCAL_NO_NET}; {_DOCKER_NET}"),
+    "environment.allowed_hosts": ("refused", "refused", "an allowlist needs an egress filter neither backend sets "
+                                                        "up"),
+    "environment.env": ("honoured", "honoured", "set in every sandboxed process of the task"),
+    "environment.healthcheck": ("honoured", "honoured", "run when a trial's environment starts; failing = harness "
+                                                        "error"),
+    "environment.healthcheck.command": ("honoured", "honoured", "run in the environment, as the agent user"),
+    "environment.healthcheck.interval_sec": ("honoured", "honoured", "wait between failed tries (default 5)"),
+    "environment.healthcheck.timeout_sec": ("honoured", "honoured", "limit of one try (default 30)"),
+    "environment.healthcheck.start_period_sec": ("honoured", "honoured", "failures in it do not count (default 0)"),
+    "environment.healthcheck.start_interval_sec": ("honoured", "honoured", "wait between tries in the start period "
+                                                                           "(default 5)"),
+    "environment.healthcheck.retries": ("honoured", "honoured", "failures allowed after the start period (default 3)"),
+    "environment.workdir": ("honoured", "honoured", "WORKDIR, over the Dockerfile's"),
+    "environment.mcp_servers": ("unsupported", "unsupported", "no MCP servers are started"),
+    "environment.skills_dir": ("unsupported", "unsupported", "no agent skills directory is provisioned"),
+    "solution.env": ("honoured", "honoured", "set when the reference solution runs"),
+    "multi_step_reward_strategy": ("honoured", "honoured", "the trial's Harbor reward (mean or final) is recorded "
+                                                           "(`harbor_reward`)"),
+    "artifacts": ("honoured", "honoured", "collected after each verification and saved beside the trajectory (paths "
+                                          "outside WORKDIR persist)"),
+    "artifacts[].source": ("honoured", "honoured", "the path collected"),
+    "artifacts[].destination": ("ignored", "ignored", "saved under files/<source> beside the trajectory, always"),
+    "artifacts[].exclude": ("honoured", "honoured", "glob patterns (fnmatch, on the path under source) left out "
+                                                    "of the saved files"),
+    "artifacts[].service": ("ignored", "ignored", "one service per trial: the task's own"),
+    "steps": ("honoured", "honoured", "one stage per step, in order"),
+    "steps[].name": ("honoured", "honoured", "the stage name; steps/<name>/ holds it"),
+    "steps[].agent.timeout_sec": ("honoured", "honoured", "the step's reference-solution limit"),
+    "steps[].agent.user": ("ignored", "ignored", "one unprivileged uid"),
+    "steps[].agent.network_mode": ("honoured", "honoured", f"this step's agent phase: {_LOCAL_NO_NET}; {_DOCKER_NET}"),
+    "steps[].agent.allowed_hosts": ("refused", "refused", "an allowlist needs an egress filter"),
+    "steps[].verifier.timeout_sec": ("honoured", "honoured", "the step verifier's wall-time limit"),
+    "steps[].verifier.env": ("honoured", "honoured", "set in the step verifier's process, over [verifier.env]"),
+    "steps[].verifier.user": ("ignored", "ignored", "one unprivileged uid"),
+    "steps[].verifier.network_mode": ("honoured", "honoured", f"this step's verification: {_LOCAL_NO_NET}; "
+                                                              f"{_DOCKER_NET}"),
+    "steps[].verifier.environment_mode": ("refused", "refused", "as [verifier] environment_mode"),
+    "steps[].verifier.environment": ("refused", "refused", "as [verifier.environment]"),
+    "steps[].min_reward": ("honoured", "honoured", ("Harbor's gate: a natural rollout continues past a failed stage "
+                                                    "only when its rewards meet min_reward")),
+    "steps[].healthcheck": ("honoured", "honoured", "run after the step's setup.sh, before the agent's turn (fields "
+                                                    "as [environment.healthcheck])"),
+    "steps[].artifacts": ("honoured", "honoured", "collected after this step's verification (objects as "
+                                                  "[[artifacts]])"),
 }
 
 
-_LEAF_TABLES = {"verifier.env", "environment.env", "solution.env", "steps[].verifier.env",
-                "environment.healthcheck", "steps[].healthcheck", "steps[].min_reward"}
+_LEAF_TABLES = {"verifier.env", "environment.env", "solution.env", "steps[].verifier.env", "steps[].healthcheck",
+                "steps[].min_reward", "verifier.environment", "steps[].verifier.environment"}
+_OBJECT_LISTS = {"artifacts": "artifacts[].", "steps[].artifacts": "artifacts[]."}  # entries' keys, by dotted name
 
 
 def key_support(raw: dict[str, Any]) -> tuple[KeySupport, ...]:
@@ -215,6 +328,14 @@ def key_support(raw: dict[str, Any]) -> tuple[KeySupport, ...]:
                 for step in value:
                     if isinstance(step, dict):
                         walk(step, "steps[].")
+            elif name in _OBJECT_LISTS and isinstance(value, list):
+                found.append(name)
+                for entry in value:
+                    if isinstance(entry, dict):
+                        walk(entry, _OBJECT_LISTS[name])
+            elif name == "environment.healthcheck" and isinstance(value, dict):
+                found.append(name)
+                walk(value, f"{name}.")
             elif isinstance(value, dict) and name not in _LEAF_TABLES:
                 walk(value, f"{name}.")
             else:
@@ -223,8 +344,9 @@ def key_support(raw: dict[str, Any]) -> tuple[KeySupport, ...]:
     walk(raw, "")
     rows = []
     for name in dict.fromkeys(found):
-        status, how = SUPPORT.get(name, ("unsupported", "not a key hrbench knows; it has no effect"))
-        rows.append(KeySupport(key=name, status=status, how=how))  # type: ignore[arg-type]
+        local, docker, how = SUPPORT.get(name, ("unsupported", "unsupported", "not a key hrbench knows; it has no "
+                                                                             "effect"))
+        rows.append(KeySupport(key=name, status=local, docker=docker, how=how))  # type: ignore[arg-type]
     return tuple(rows)
 
 
@@ -340,25 +462,28 @@ class SavedArtifact(BaseModel):
     path: str  # in the sandbox, e.g. /logs/artifacts/run.log
     saved: str | None  # relative to the stage's artifacts folder (files/<sandbox path>); None when not saved
     bytes: int = 0
-    status: Literal["saved", "over_limit", "symlink", "not_a_file"]
+    status: Literal["saved", "over_limit", "symlink", "not_a_file", "excluded"]
 
 
-def save_artifacts(found: list[tuple[str, Path]], dest: Path, limit_bytes: int = ARTIFACTS_LIMIT_BYTES
-                   ) -> list[SavedArtifact]:
+def save_artifacts(found: list[tuple[str, Path]], dest: Path, limit_bytes: int = ARTIFACTS_LIMIT_BYTES,
+                   exclude: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> list[SavedArtifact]:
     """Copy a stage's artifacts (sandbox path, host path) into `dest/files/<sandbox path>`, at most
     `limit_bytes` in all, and write `dest/manifest.json` listing every entry.
 
     Only regular files are copied, never through a symlink: a link is recorded, not followed (its
     target is the agent's choice and could name any host file), and fifos or devices are skipped (a
     copy would block or read a device). A file that would pass the limit is recorded as `over_limit`
-    and the walk goes on, so small files after a large one are still kept."""
+    and the walk goes on, so small files after a large one are still kept. A path an artifact's
+    `exclude` matches (`excluded`) is listed, never copied."""
     dest = Path(dest)
     entries: list[SavedArtifact] = []
     used = 0
 
     def visit(sandbox: str, host: Path, rel: str) -> None:
         nonlocal used
-        if host.is_symlink():
+        if excluded(sandbox, exclude):
+            entries.append(SavedArtifact(path=sandbox, saved=None, status="excluded"))
+        elif host.is_symlink():
             entries.append(SavedArtifact(path=sandbox, saved=None, status="symlink"))
         elif host.is_dir():
             for child in sorted(os.listdir(host)):

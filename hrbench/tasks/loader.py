@@ -16,8 +16,10 @@ from pydantic import ValidationError
 
 from hrbench.config_files import read_text_file
 from hrbench.tasks.harbor import (
+    SCHEMA_VERSIONS,
     HarborTaskConfig,
     StepSection,
+    artifact_excludes,
     artifact_path,
     key_support,
 )
@@ -42,10 +44,12 @@ def load_task(path: str | Path) -> Task:
             raise TaskError(f"{toml_path}: '{table}' must be a table ([{table}])")
     if "steps" in raw and (not isinstance(raw["steps"], list) or not raw["steps"]):
         raise TaskError(f"{toml_path}: [[steps]] must be a non-empty array of tables")
+    _check_schema_version(raw, toml_path)
     try:
         config = HarborTaskConfig.model_validate(raw)
     except ValidationError as exc:
         raise TaskError(f"{toml_path}: {_validation_text(exc)}") from exc
+    _check_runnable_somewhere(config, toml_path)
 
     name = config.task.name if config.task is not None else root.name
     if not name or name.startswith("/") or ".." in name.split("/") or name.count("/") > 1:
@@ -78,6 +82,10 @@ def load_task(path: str | Path) -> Task:
         reasons.append(f"the prebuilt image {env.docker_image!r} ([environment] docker_image) needs a container")
     if env.gpus > 0:
         reasons.append(f"[environment] gpus = {env.gpus} needs GPU passthrough")
+    networked = {where: mode for where, mode in config.network_modes().items() if mode == "public"}
+    if networked:
+        reasons.append("network_mode = 'public' (" + ", ".join(networked) + ") needs a network, and local sandboxes "
+                       "have none")
     setup = root / "environment" / "setup.sh"
     if setup.is_file():
         _text(setup, "setup script (environment/setup.sh)")
@@ -105,10 +113,35 @@ def load_task(path: str | Path) -> Task:
         healthcheck=env.healthcheck,
         reward_strategy=config.multi_step_reward_strategy,
         artifacts=tuple(artifact_path(a) for a in config.artifacts),
+        artifact_exclude=artifact_excludes(config),
+        network="public" if networked else "no-network",
+        version=config.task.version if config.task is not None else None,
         persist=persist,
         support=key_support(raw),
         strict_integrity=bool(meta.get("strict_integrity", "hrbench" in config.metadata)),
     )
+
+
+def _check_schema_version(raw: dict[str, Any], where: Path) -> None:
+    """A schema this release has not read is refused: a newer Harbor's keys could change what the task means."""
+    version = raw.get("schema_version", raw.get("version", "1.0"))
+    if str(version) not in SCHEMA_VERSIONS:
+        raise TaskError(f"{where}: schema_version {str(version)!r} is not one this hrbench reads "
+                        f"({', '.join(SCHEMA_VERSIONS)}); upgrade hrbench, or declare a version it reads")
+
+
+def _check_runnable_somewhere(config: HarborTaskConfig, where: Path) -> None:
+    """Keys whose meaning neither backend can give are refused by name, not run with another meaning."""
+    separate = config.separate_verifier()
+    if separate is not None:
+        raise TaskError(f"{where}: {separate} asks for a separate verifier environment (environment_mode = "
+                        "'separate' or [verifier.environment]), which this hrbench does not provide: the verifier "
+                        "would share the agent's environment; remove it to verify in the trial's environment")
+    allowlists = [w for w, mode in config.network_modes().items() if mode == "allowlist"]
+    if allowlists:
+        raise TaskError(f"{where}: network_mode 'allowlist' / allowed_hosts ({', '.join(allowlists)}) needs an egress "
+                        "filter, which neither backend sets up (local has no network, docker all or none); use "
+                        "'no-network', or 'public' with backend: docker")
 
 
 def _validation_text(exc: ValidationError) -> str:

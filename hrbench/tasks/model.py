@@ -80,6 +80,10 @@ class Task(BaseModel):
     healthcheck: Healthcheck | None = None  # [environment.healthcheck]: once the environment is up
     reward_strategy: Literal["mean", "final"] | None = None  # multi_step_reward_strategy
     artifacts: tuple[str, ...] = ()  # top-level artifacts (every stage)
+    # (artifact source, exclude globs) of the artifact objects with `exclude` (task-level and the steps')
+    artifact_exclude: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    network: Literal["no-network", "public"] = "no-network"  # public: a phase's network_mode asks for a network
+    version: str | None = None  # [task] version: the package's own version (the content hash versions a study)
     persist: tuple[str, ...] = ()  # absolute paths outside WORKDIR whose writes survive between commands
     support: tuple[KeySupport, ...] = ()
     # tamper findings fail the audit (tasks written for hrbench, with [metadata.hrbench]); for Harbor tasks

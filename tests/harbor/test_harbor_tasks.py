@@ -55,7 +55,7 @@ def test_docs_keys_table_is_the_support_table():
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "tasks.md").read_text()
     rows = [line for line in doc.splitlines() if line.startswith("| `")]
-    assert rows == [f"| `{key}` | {status} | {how} |" for key, (status, how) in SUPPORT.items()]
+    assert rows == [f"| `{key}` | {local} | {docker} | {how} |" for key, (local, docker, how) in SUPPORT.items()]
 
 
 def test_unknown_keys_are_reported_by_name_not_refused(tmp_path: Path):
@@ -71,7 +71,7 @@ def test_tasks_list_shows_keys_and_reports_one_bad_task_while_listing_the_rest()
     result = _cli("tasks", "list", str(FIXTURES / "ledger"), str(BROKEN))
     assert result.returncode == 1
     assert "acme/ledger:" in result.stdout and "acme/silent:" in result.stdout
-    assert "honoured    steps[].healthcheck: run after the step's setup.sh" in result.stdout
+    assert "honoured    honoured    steps[].healthcheck: run after the step's setup.sh" in result.stdout
     assert "not-toml/task.toml: malformed TOML" in result.stderr
 
 

@@ -649,7 +649,7 @@ class DockerEnvironment(StagedEnvironment):
                 unread |= {posixpath.join(posixpath.dirname(path), p.relative_to(into).as_posix())
                            for p in _extract_bounded(chunks, into)}
                 found.append((path, into / posixpath.basename(path)))
-            entries = save_artifacts(found, dest)
+            entries = save_artifacts(found, dest, exclude=self.task.artifact_exclude)
         if any(e.path in unread and e.saved for e in entries):
             for entry in entries:
                 if entry.path in unread and entry.saved:
@@ -889,8 +889,10 @@ class DockerBackend:
     # -- containers ------------------------------------------------------------------------
 
     def _allow_internet(self, task: Task) -> bool:
+        """`allow_internet = true` (before schema 1.3), or a phase's `network_mode = 'public'` (1.3+): the
+        container's one network serves the whole trial (the engine cannot switch it per phase)."""
         config = tomllib.loads((task.path / "task.toml").read_text())
-        return bool(config.get("environment", {}).get("allow_internet", False))
+        return bool(config.get("environment", {}).get("allow_internet", False)) or task.network == "public"
 
     def _container(self, task: Task, image: str, user: str | None = None, sized: bool = True) -> DockerEnvironment:
         """A running container of `image` with the trial limits; `user` defaults to the image's agent user.

@@ -415,7 +415,7 @@ class LocalEnvironment(StagedEnvironment):
                     continue
                 found.append((path, source))
         if self.artifacts_dir is not None:
-            save_artifacts(found, self.artifacts_dir / stage.name)
+            save_artifacts(found, self.artifacts_dir / stage.name, exclude=self.task.artifact_exclude)
         return [path for path, _ in found]
 
     def _host_path(self, path: str) -> Path | None:

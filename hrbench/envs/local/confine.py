@@ -49,7 +49,7 @@ from hrbench.envs.base import SANDBOX_PATH, SandboxError
 
 SANDBOX_UID = SANDBOX_GID = 47000  # outside any distribution's system and login ranges
 # What the launcher (sh, setpriv, bwrap) sees: nothing of the harness's environment.
-LAUNCH_ENV = {"PATH": "/usr/bin:/bin"}
+from hrbench.envs.launch_env import LAUNCH_ENV  # noqa: E402 - re-exported for the backend
 _HOST_SECRETS = ["/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/ssh", "/etc/ssl/private"]
 _ROOT_SYMLINKS = [("usr/bin", "/bin"), ("usr/lib", "/lib"), ("usr/lib64", "/lib64"), ("usr/sbin", "/sbin")]
 _ROOT_TMPFS_BYTES = 1 << 20  # the sandbox's / holds only mount points, and is read-only once built

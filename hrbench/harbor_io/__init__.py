@@ -1,0 +1,2 @@
+"""Harbor runs in and out: job folders read as trials (`jobs`), checkpoint trials written as Harbor tasks
+(`export`)."""
