@@ -76,13 +76,17 @@ def _run(study: Path, out: Path) -> None:
     summary = json.loads((run.out_dir / "summary.json").read_text())
     # Thirteen columns: never squeeze them into a pipe's default 80 (a narrower terminal wraps instead).
     wide = Console(width=max(console.width, 180))
+    for line in claim_sentences(summary):  # the claims first: what the study stands behind
+        console.print(line, markup=False, soft_wrap=True)
     wide.print(_residual_table(summary))
-    console.print("tasks: sampled — interval for the population of tasks the row's tasks stand for (none for a "
-                  "row without a family of ≥ 2 tasks); tasks: fixed — these tasks only. Truth: simulated agents only. "
-                  "Flags: docs/statistics.md §7.")
+    console.print("Exploratory (every row but the claims above). tasks: sampled — interval for the population of "
+                  "tasks the row's tasks stand for (none for a row without a family of ≥ 2 tasks); tasks: fixed — "
+                  "these tasks only. Truth: simulated agents only. Flags: docs/statistics.md §3.")
     if summary["contrasts"]:
         table = Table(title="Interventions: ΔΓ(I) = Γ(baseline) − Γ(I), overall, paired over tasks")
-        for column in ("agent", "condition", "ΔΓ", "CI (tasks: sampled)", "true", "CI (tasks: fixed)", "true"):
+        pct = level_label(summary)
+        for column in ("agent", "condition", "ΔΓ", f"{pct} CI (tasks: sampled)", "true", f"{pct} CI (tasks: fixed)",
+                       "true"):
             table.add_column(column)
         for r in summary["contrasts"]:
             if r["scope"] == "all":
@@ -112,11 +116,36 @@ def _interval(low: object, high: object) -> str:
     return "—" if low is None and high is None else f"[{_fmt(low)}, {_fmt(high)}]"
 
 
+def level_label(summary: dict) -> str:
+    """The study's interval level as a percentage ("99.5%"), from summary.json."""
+    return f"{100 * summary['level']:g}%"
+
+
+def claim_sentences(summary: dict) -> list[str]:
+    """One sentence per confirmatory claim: estimate, adjusted interval, verdict, truth where known."""
+    claims = summary.get("claims") or []
+    if not claims:
+        return []
+    rule = {"holm": "family-wise error (Holm)", "by": "false discovery rate (Benjamini–Yekutieli)"}
+    lines = [f"Confirmatory claims ({summary['n_claims']}; {rule[summary['error_rate']]} at α = {summary['alpha']:g}; "
+             f"adjusted intervals at {100 * claims[0]['adj_level']:.4g}%; equivalence margin "
+             f"{'none: nothing is called equivalent' if summary['equivalence_margin'] is None else summary['equivalence_margin']}):"]
+    for c in claims:
+        what = f"Γ under {c['condition']}" if c["kind"] == "residual" else f"ΔΓ({c['condition']})"
+        scope = "" if c["name"] == "all" else f" ({c['name']})"
+        truth = "" if c["truth"] is None else f"; truth {_fmt(c['truth'])}"
+        lines.append(f"  {c['agent']}: {what}{scope} = {_fmt(c['estimate'])}, adjusted "
+                     f"{_interval(c['adj_ci_low'], c['adj_ci_high'])} (unadjusted {_interval(c['ci_low'], c['ci_high'])}, "
+                     f"{c['claim_estimand']}) — {c['verdict']}{truth}")
+    return lines
+
+
 def _residual_table(summary: dict) -> Table:
     """Family and overall rows: each interval beside the truth of its own estimand, and the row's flags."""
     table = Table(title=f"Horizon residuals · {summary['study']} · prereg {summary['prereg_sha256'][:12]}")
-    columns = ("agent", "condition", "scope", "name", "tasks", "P_exp", "P_obs", "Γ", "95% CI tasks: sampled",
-               "true Γ sampled", "95% CI tasks: fixed", "true Γ fixed", "flags")  # each interval, then its truth
+    pct = level_label(summary)  # the study's level, never a constant: a 99.5 % study once printed "95% CI"
+    columns = ("agent", "condition", "scope", "name", "tasks", "P_exp", "P_obs", "Γ", f"{pct} CI tasks: sampled",
+               "true Γ sampled", f"{pct} CI tasks: fixed", "true Γ fixed", "flags")  # each interval, then its truth
     for column in columns:
         table.add_column(column, justify="left" if column in ("agent", "condition", "scope", "name", "flags")
                          else "right")

@@ -55,7 +55,9 @@ def report_header(design: StudyDesign) -> ReportHeader:
                         zero_rule=study.zero_rule, baseline_model=study.baseline_model,
                         checkpoint_trials=study.trials.checkpoint, natural_trials=study.trials.natural,
                         n_boot=study.bootstrap.n_boot, bootstrap_seed=study.bootstrap.seed,
-                        level=study.bootstrap.level, protocol=protocol, conditions=conditions)
+                        level=study.bootstrap.level, protocol=protocol, conditions=conditions,
+                        error_rate=study.claims.error_rate, alpha=study.claims_alpha, n_claims=study.n_claims,
+                        equivalence_margin=study.claims.equivalence_margin)
 
 
 def _mine(design: StudyDesign, frame: pd.DataFrame) -> pd.DataFrame:
@@ -89,6 +91,7 @@ def study_inputs(design: StudyDesign, tables: ReportTables, stores: StudyStores 
     baseline = natural[natural["condition"] == "baseline"] if len(natural) else natural
     positions = position_table(record_scores(baseline, design.tasks), level=design.study.bootstrap.level)
     return ReportInputs(residuals=tables.residuals, contrasts=tables.contrasts, sensitivity=tables.sensitivity,
+                        claims=tables.claims,
                         stage_estimates=stored("stage_estimates"), observed=stored("observed_success"),
                         natural=natural, catalog=design.catalog(), depth=stored(DEPTH_TABLE, per_condition=False),
                         dense=dense, positions=positions)
