@@ -18,7 +18,7 @@ import pandas as pd
 
 from hrbench.protocol import Study
 from hrbench.stats import TaskOutcomes, paired_difference, residual_table
-from hrbench.stats.claims import adjust, claim_level, inversion_p_value, verdict
+from hrbench.stats.claims import adjust, claim_level, inversion_p_value, t_interval_rescaled, verdict
 
 #: Columns a claimed row gains (exploratory rows: `confirmatory` False, the rest null).
 CLAIM_COLUMNS = ["confirmatory", "claim_estimand", "p_value", "adj_level", "adj_ci_low", "adj_ci_high"]
@@ -38,9 +38,11 @@ def claim_interval(row) -> tuple[str, str, str]:
     return "trial_ci_low", "trial_ci_high", "tasks: fixed"
 
 
-def _mark(table: pd.DataFrame, claimed: pd.Series, study: Study,
+def _mark(table: pd.DataFrame, claimed: pd.Series, study: Study, estimand_point: str,
           interval_at: Callable[[str, str, float], dict]) -> pd.DataFrame:
-    """Add CLAIM_COLUMNS; ``interval_at(scope, name, level)`` recomputes one row at another level."""
+    """Add CLAIM_COLUMNS; ``estimand_point`` is the column of the row's point estimate. A cluster-t row is
+    rescaled in closed form; any other interval is recomputed at other levels by ``interval_at(scope, name,
+    level)`` (and inverted for its p-value)."""
     table = table.copy()
     level = claim_level(study.claims_alpha, study.n_claims)
     values = {c: [None] * len(table) for c in CLAIM_COLUMNS}
@@ -49,16 +51,20 @@ def _mark(table: pd.DataFrame, claimed: pd.Series, study: Study,
         if not is_claim:
             continue
         low_col, high_col, estimand = claim_interval(row)
+        values["claim_estimand"][i] = estimand
+        values["adj_level"][i] = level
+        if low_col == "ci_low" and row.get("ci_method") == "cluster-t" and _finite(row.get("df")) is not None:
+            p, lo, hi = t_interval_rescaled(float(row[estimand_point]), row["ci_low"], row["ci_high"], row["df"],
+                                            row["level"], level)
+            values["p_value"][i], values["adj_ci_low"][i], values["adj_ci_high"][i] = p, lo, hi
+            continue
 
         def at(lvl: float, scope=row["scope"], name=row["name"], lc=low_col, hc=high_col) -> Interval:
             again = interval_at(scope, name, lvl)
             return _finite(again.get(lc)), _finite(again.get(hc))
 
-        adj = at(level)
-        values["claim_estimand"][i] = estimand
         values["p_value"][i] = inversion_p_value(at)
-        values["adj_level"][i] = level
-        values["adj_ci_low"][i], values["adj_ci_high"][i] = adj
+        values["adj_ci_low"][i], values["adj_ci_high"][i] = at(level)
     dtypes = {"confirmatory": bool, "claim_estimand": object}
     for column, vals in values.items():
         vals = [math.nan if v is None and column not in dtypes else v for v in vals]
@@ -76,7 +82,7 @@ def mark_residual_claims(study: Study, table: pd.DataFrame, outcomes: list[TaskO
                               quadrant_thresholds=study.quadrant)
         return next(r.model_dump() for r in rows if r.name == name)
 
-    return _mark(table, claimed, study, interval_at)
+    return _mark(table, claimed, study, "gamma", interval_at)
 
 
 def mark_contrast_claims(study: Study, table: pd.DataFrame, condition: str, base: list[TaskOutcomes],
@@ -90,7 +96,7 @@ def mark_contrast_claims(study: Study, table: pd.DataFrame, condition: str, base
                                  shared_checkpoint=shared_checkpoint)
         return next(r.model_dump() for r in rows if r.name == name)
 
-    return _mark(table, claimed, study, interval_at)
+    return _mark(table, claimed, study, "delta_gamma", interval_at)
 
 
 CLAIMS_FIELDS = ["agent", "kind", "condition", "name", "estimate", "claim_estimand", "ci_low", "ci_high",

@@ -3,6 +3,8 @@ p-values, and the adjustment across every agent's claims."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -70,3 +72,15 @@ def test_claims_are_adjusted_across_every_agent_and_get_verdicts():
     assert steady["verdict"] == "equivalent"  # |adjusted interval| inside the wide margin
     no_margin = claims_table(_study(), frames, pd.DataFrame())
     assert "equivalent" not in set(no_margin["verdict"])
+
+
+def test_a_row_without_a_population_interval_claims_its_tasks_fixed_interval_recomputed_at_the_claim_level():
+    study = _study()
+    outcomes = [dataclasses.replace(t, family=f"F{j}") for j, t in enumerate(_outcomes(4, 0.85))]  # one task each
+    row = _frame(study, "a", outcomes).query("confirmatory").iloc[0]
+    assert row["claim_estimand"] == "tasks: fixed"
+    again = next(r for r in residual_table(outcomes, level=claim_level(0.05, study.n_claims)) if r.scope == "all")
+    assert (row["adj_ci_low"], row["adj_ci_high"]) == pytest.approx((again.trial_ci_low, again.trial_ci_high))
+    assert 1e-9 < row["p_value"] < 1  # inside the bisection's range: the edge below is the inversion's
+    edge = next(r for r in residual_table(outcomes, level=1 - row["p_value"]) if r.scope == "all")
+    assert min(abs(edge.trial_ci_low), abs(edge.trial_ci_high)) == pytest.approx(0, abs=1e-5)

@@ -26,6 +26,7 @@ import math
 from typing import Callable, Literal
 
 import numpy as np
+from scipy import stats
 
 ErrorRate = Literal["holm", "by"]
 Verdict = Literal["equivalent", "different", "inconclusive"]
@@ -71,6 +72,17 @@ def inversion_p_value(interval_at: Callable[[float], tuple[float | None, float |
         else:
             lo = mid
     return math.exp(hi)
+
+
+def t_interval_rescaled(theta: float, low: float, high: float, df: float, level: float,
+                        new_level: float) -> tuple[float, float, float]:
+    """For a t interval θ̂ ± t_ν·SE at ``level`` (the cluster-t of tasks-sampled rows): its p-value for
+    θ = 0 and its limits at ``new_level``, in closed form — the same as recomputing the estimator
+    (its SE and ν do not depend on the level) and inverting it, without either."""
+    se = (high - low) / (2 * float(stats.t.ppf(0.5 + level / 2, df)))
+    p = float(2 * stats.t.sf(abs(theta) / se, df)) if se > 0 else (0.0 if theta != 0 else 1.0)
+    half = float(stats.t.ppf(0.5 + new_level / 2, df)) * se
+    return p, theta - half, theta + half
 
 
 def holm_adjust(p: np.ndarray) -> np.ndarray:
