@@ -78,6 +78,8 @@ def _run(study: Path, out: Path) -> None:
     wide = Console(width=max(console.width, 180))
     for line in claim_sentences(summary):  # the claims first: what the study stands behind
         console.print(line, markup=False, soft_wrap=True)
+    for warning in summary.get("design_warnings") or []:  # recorded in the pre-registration before any trial
+        console.print(f"warning: below the calibrated range: {warning}", markup=False, soft_wrap=True)
     wide.print(_residual_table(summary))
     console.print("Exploratory (every row but the claims above). tasks: sampled — interval for the population of "
                   "tasks the row's tasks stand for (none for a row without a family of ≥ 2 tasks); tasks: fixed — "
@@ -207,20 +209,25 @@ def plan(study: Path = typer.Argument(..., help="study YAML file"),
          pilot: Path = typer.Option(None, help="output directory of a pilot run to take q_i and P_obs from"),
          q: str = typer.Option(None, help="anticipated q_i, comma-separated (one value = every stage)"),
          p_obs: float = typer.Option(None, help="anticipated P_observed"),
-         sims: int = typer.Option(4000, help="simulated studies per plan")) -> None:
-    """Trials m_i, m_0 for a target interval on Γ (delta method), checked by simulation; and the
-    smallest |Γ| the declared trials detect at 80% power."""
+         sims: int = typer.Option(4000, help="simulated studies per plan"),
+         claim_sims: int = typer.Option(100, help="simulated studies per confirmatory claim (headline, contrasts)"),
+         ) -> None:
+    """Trials m_i, m_0 for a target interval on Γ (delta method), checked by simulation; the smallest |Γ| the
+    declared trials detect at 80% power; and every confirmatory claim at the declared design: its
+    tasks-sampled half-width predicted and simulated, its power, and what the target would need."""
     from hrbench.design import StudyDesign
-    from hrbench.plan import anticipated, plan_study
+    from hrbench.plan import anticipated, design_warnings, plan_claims, plan_study
 
     try:
         run = StudyDesign.from_file(study)  # planning needs the design only: no output, no trial
         inputs = anticipated(run, pilot, [float(v) for v in q.split(",")] if q else None, p_obs)
         rows = plan_study(run, half_width, inputs, n_sims=sims, seed=run.study.bootstrap.seed)
+        claims = plan_claims(run, inputs, half_width, n_sims=claim_sims, seed=run.study.bootstrap.seed)
     except (StudyError, TaskError, ValueError) as exc:
         raise _fail(exc) from exc
     level = run.study.bootstrap.level
-    table = Table(title=f"Plan · {run.study.name} · target ±{half_width:g} nats at {level:.0%} per task")
+    _print_claim_plan(run, claims, half_width, claim_sims)
+    table = Table(title=f"Plan · {run.study.name} · target ±{half_width:g} nats at {100 * level:g}% per task")
     for column in ("agent", "task", "P_exp", "P_obs", "m_i", "m_0", "±delta", "±sim", "sim/δ", "min|Γ|"):
         table.add_column(column, justify="left" if column in ("agent", "task") else "right")
     for r in rows:
@@ -236,6 +243,38 @@ def plan(study: Path = typer.Argument(..., help="study YAML file"),
     console.print(f"every task within ±{half_width:g}: m_i = {worst.m_stage}, m_0 = {worst.m0} "
                   f"(driven by {worst.agent}/{worst.task}); simulated/delta half-width ratio "
                   f"{min(r.simulated_over_delta for r in rows):.2f}–{max(r.simulated_over_delta for r in rows):.2f}")
+    for warning in design_warnings(run):
+        console.print(f"warning: below the calibrated range: {warning}", markup=False, soft_wrap=True)
+
+
+def _print_claim_plan(run, claims: list, target: float, n_sims: int) -> None:
+    """The confirmatory claims at the declared design (hrbench.plan.plan_claims), one row each."""
+    study = run.study
+    if not claims:
+        console.print("claims: no family has 2 tasks, so no claim has a tasks-sampled interval to plan")
+        return
+    pct = f"{100 * study.bootstrap.level:g}%"
+    table = Table(title=f"Claims at the declared design · m_i={study.trials.checkpoint}, m_0={study.trials.natural}, "
+                        f"{len(run.tasks)} tasks · {pct} tasks-sampled half-widths")
+    for column in ("agent", "claim", "truth", "±predicted", "±simulated", "sim/pred", "P(different)",
+                   "P(equivalent)", f"tasks × for ±{target:g}", f"m_i for ±{target:g}"):
+        table.add_column(column, justify="left" if column in ("agent", "claim") else "right")
+    for c in claims:
+        what = f"Γ({c.condition})" if c.kind == "residual" else \
+            f"ΔΓ({c.condition}){' shared' if c.shared_checkpoint else ''}"
+        table.add_row(c.agent, what, f"{c.truth:.3f}", f"{c.half_width_predicted:.3f}",
+                      f"{c.half_width_simulated:.3f}", f"{c.ratio:.2f}", f"{c.power_different:.2f}",
+                      "—" if c.power_equivalent is None else f"{c.power_equivalent:.2f}", f"{c.tasks_factor:.2f}",
+                      "unreachable" if c.m_needed is None else str(c.m_needed))
+    Console(width=max(console.width, 160)).print(table)
+    if claims:
+        console.print(f"±predicted: cluster-t half-width from the tasks' spread and the trial variances; ±simulated: "
+                      f"mean over {n_sims} simulated studies (ratio {min(c.ratio for c in claims):.2f}–"
+                      f"{max(c.ratio for c in claims):.2f}); P(different)/P(equivalent): share of them whose adjusted "
+                      f"interval excludes 0 / lies inside the margin; tasks ×: the declared tasks (same family mix) "
+                      f"times this reaches ±{target:g} at the declared trials; m_i: trials per stage that reach it "
+                      "with the declared tasks ('unreachable': the tasks' spread alone is wider).",
+                      markup=False, soft_wrap=True)
 
 
 def _load_tasks(paths: list[Path] | None, registry: Path | None) -> tuple[list, list[tuple[Path, str]]]:

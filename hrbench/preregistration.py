@@ -17,6 +17,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+from collections import Counter
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -24,6 +25,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from hrbench.protocol import Study, StudyError, sha256_json
+from hrbench.stats.planning import calibrated_range_warnings
 from hrbench.tasks.model import Task
 
 # The code whose behaviour decides a number: the core and the Dagster layer that calls it.
@@ -66,6 +68,9 @@ class Preregistration(BaseModel):
     check_library_sha256: str
     sandbox: dict
     prereg_sha256: str
+    # Where the declared design is below the range the calibration covers (docs/statistics.md §10), said
+    # before any trial runs (hashed: it follows from the study and its tasks).
+    design_warnings: list[str] = []
     frozen_at: str | None = None  # when it was first written; not hashed (the same protocol frozen twice is one)
 
     def body(self) -> dict:
@@ -114,6 +119,8 @@ def freeze(study: Study, tasks: list[Task]) -> Preregistration:
         "code": code_version().model_dump(),
         "check_library_sha256": _file_sha256(CHECK_LIBRARY),
         "sandbox": sandbox_limits(study),
+        "design_warnings": calibrated_range_warnings(study.trials.checkpoint, study.trials.natural,
+                                                     dict(Counter(t.family for t in tasks))),
     }
     return Preregistration(**body, prereg_sha256=sha256_json(body))
 

@@ -77,6 +77,7 @@ def write_summary(design: StudyDesign, tables: ReportTables, path: Path) -> Path
     body = {"study": study.name, "prereg_sha256": design.prereg_sha256, "level": study.bootstrap.level,
             "error_rate": study.claims.error_rate, "alpha": study.claims_alpha, "n_claims": study.n_claims,
             "equivalence_margin": study.claims.equivalence_margin,
+            "design_warnings": design.preregistration.design_warnings,
             "claims": summary_rows(ordered(tables.claims), CLAIMS_FIELDS),
             "residuals": summary_rows(ordered(tables.residuals)),
             "contrasts": summary_rows(ordered(tables.contrasts), CONTRAST_FIELDS),
