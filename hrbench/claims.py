@@ -31,8 +31,11 @@ def _finite(x: object) -> float | None:
 
 
 def claim_interval(row) -> tuple[str, str, str]:
-    """Which interval of a row a claim is about: the headline (tasks: sampled) where the row has one,
-    else the tasks-fixed interval. Returns the (low, high) column names and the estimand."""
+    """Which interval of a row a claim is about: families resampled where the row has that interval (enough
+    families, docs/statistics.md §7.6), else the headline (tasks: sampled), else the tasks-fixed interval.
+    Returns the (low, high) column names and the estimand."""
+    if _finite(row.get("families_ci_low")) is not None:
+        return "families_ci_low", "families_ci_high", "families: sampled"
     if _finite(row.get("ci_low")) is not None or _finite(row.get("ci_high")) is not None:
         return "ci_low", "ci_high", str(row.get("ci_estimand") or "tasks: sampled")
     return "trial_ci_low", "trial_ci_high", "tasks: fixed"
@@ -53,8 +56,11 @@ def _mark(table: pd.DataFrame, claimed: pd.Series, study: Study, estimand_point:
         low_col, high_col, estimand = claim_interval(row)
         values["claim_estimand"][i] = estimand
         values["adj_level"][i] = level
-        if low_col == "ci_low" and row.get("ci_method") == "cluster-t" and _finite(row.get("df")) is not None:
-            p, lo, hi = t_interval_rescaled(float(row[estimand_point]), row["ci_low"], row["ci_high"], row["df"],
+        # t intervals (cluster-t; families resampled) rescale in closed form: their SE and df do not depend on the level
+        df = row.get("families_df") if low_col == "families_ci_low" else \
+            row.get("df") if low_col == "ci_low" and row.get("ci_method") == "cluster-t" else None
+        if _finite(df) is not None:
+            p, lo, hi = t_interval_rescaled(float(row[estimand_point]), row[low_col], row[high_col], df,
                                             row["level"], level)
             values["p_value"][i], values["adj_ci_low"][i], values["adj_ci_high"][i] = p, lo, hi
             continue
@@ -118,13 +124,16 @@ def claims_table(study: Study, residuals: pd.DataFrame, contrasts: pd.DataFrame)
             sampled = row.get("claim_estimand") == "tasks: sampled"
             truth_col = {"residual": ("true_gamma_sampled", "true_gamma"),
                          "contrast": ("true_delta_gamma_sampled", "true_delta_gamma")}[kind][0 if sampled else 1]
+            if row.get("claim_estimand") == "families: sampled":
+                truth_col = None  # a sim agent's declared families are not draws from a population of families
             found.append({
                 "agent": row["agent"], "kind": kind, "condition": row.get("condition"), "name": row["name"],
                 "estimate": _finite(row.get(estimate)), "claim_estimand": row.get("claim_estimand"),
                 "ci_low": row.get(low_col), "ci_high": row.get(high_col),
                 "adj_ci_low": row.get("adj_ci_low"), "adj_ci_high": row.get("adj_ci_high"),
                 "adj_level": row.get("adj_level"), "p_value": _finite(row.get("p_value")),
-                "truth": _finite(row.get(truth_col)), "flags": list(row.get("flags") or []),
+                "truth": _finite(row.get(truth_col)) if truth_col else None,
+                "flags": list(row.get("flags") if row.get("flags") is not None else []),
             })
     claims = pd.DataFrame(found, columns=[c for c in CLAIMS_FIELDS if c not in ("p_adjusted", "verdict")])
     if not len(claims):

@@ -236,8 +236,8 @@ def _claim_plan(agent: str, kind: str, condition: str, truth: float, shared: boo
     n = max(len(sims), 1)
     return ClaimPlan(
         agent=agent, kind=kind, condition=condition, truth=truth, shared_checkpoint=shared,
-        half_width_predicted=width.half_width, half_width_simulated=simulated,
-        ratio=simulated / width.half_width, df=width.df,
+        half_width_predicted=width.expected_half_width, half_width_simulated=simulated,
+        ratio=simulated / width.expected_half_width, df=width.df,
         power_different=sum(lo > 0 or hi < 0 for lo, hi in adjusted) / n,
         power_equivalent=None if margin is None else sum(-margin < lo and hi < margin for lo, hi in adjusted) / n,
         tasks_factor=width.tasks_factor(target, level), m_needed=width.trials_needed(target, level, m))

@@ -49,6 +49,8 @@ def test_the_claims_plan_predicts_the_cluster_t_width_from_spread_and_trial_vari
     x = np.array([-0.2, -0.1, 0.0, 0.1, 0.2])
     spread = predicted_half_width(x, tau, np.zeros(5, int), 0.95)
     assert spread.between == pytest.approx(5 * np.var(x, ddof=1))
+    # What a study prints averages t_ν̂·√v̂ over the estimated variance: near t_ν·√V (one family: ν̂ = ν).
+    assert 0.8 * flat.half_width < flat.expected_half_width < 1.3 * flat.half_width
     # At the declared trials the target is met when it equals the predicted half-width; halving the trial
     # part (twice the trials) is what a smaller target costs when the tasks' spread is 0.
     assert flat.trials_needed(flat.half_width, 0.95, 10) == 10

@@ -368,6 +368,7 @@ FLAG_WORDS = {
                  "(wide, conservative)",
     "too-few-tasks": "too few tasks for a population interval: the tasks-fixed interval is shown",
     "excluded": "tasks dropped by the exclude rule",
+    "few-families": "fewer than 10 families: the family mix is held fixed (families are not resampled)",
 }
 
 

@@ -28,7 +28,7 @@ SUMMARY_FIELDS = [
     "ci_estimand", "ci_low", "ci_high", "ci_method", "df", "true_gamma_sampled",
     "trial_ci_low", "trial_ci_high", "trial_ci_method", "true_gamma",
     "se_delta", "zero_rule", "zero_rule_applied", "flags", "bound", "bound_value", "quadrant", "n_excluded",
-    "confirmatory", "adj_ci_low", "adj_ci_high", "p_value",
+    "families_ci_low", "families_ci_high", "families_df", "confirmatory", "adj_ci_low", "adj_ci_high", "p_value",
 ]
 
 
