@@ -151,10 +151,10 @@ _PROBE = ("const v=[];document.addEventListener('securitypolicyviolation',e=>v.p
           ".map(i=>i.complete?i.naturalWidth:0),r:performance.getEntriesByType('resource').map(e=>e.name),v:v});});")
 
 
-def _probe_page(page: str) -> str:
-    digest = base64.b64encode(hashlib.sha256(_PROBE.encode()).digest()).decode()
+def _probe_page(page: str, script: str = _PROBE) -> str:
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
     page = page.replace("default-src 'none';", f"default-src 'none'; script-src 'sha256-{digest}';", 1)
-    return page.replace("<head>", f"<head><script>{_PROBE}</script>", 1)
+    return page.replace("<head>", f"<head><script>{script}</script>", 1)
 
 
 def _chromium(args: list[str], html: Path) -> str:
@@ -168,24 +168,29 @@ def _chromium(args: list[str], html: Path) -> str:
     return done.stdout
 
 
-def _probe(html: Path) -> dict:
-    dom = _chromium(["--virtual-time-budget=10000", "--dump-dom"], html)
+def _probe(html: Path, *args: str) -> dict:
+    dom = _chromium([*args, "--virtual-time-budget=10000", "--dump-dom"], html)
     title = re.search(r"<title>PROBE(.*?)</title>", dom, re.DOTALL)
     assert title, f"the probe never ran: {dom[:500]}"
     return json.loads(title.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+def _screenshot(page: str, tmp_path: Path, size: str, name: str) -> Path:
+    """Chromium's screenshot of the page at a window size, kept in tests/artifacts for a reader."""
+    report = tmp_path / "report.html"
+    report.write_text(page)
+    shot = tmp_path / name
+    _chromium([f"--window-size={size}", f"--screenshot={shot}"], report)
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copy(shot, ARTIFACTS / name)
+    return shot
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
 def test_chromium_renders_every_figure_and_fetches_nothing(full, tmp_path):
     _, _, page = full
-    report = tmp_path / "report.html"
-    report.write_text(page)
-    shot = tmp_path / "report.png"
-    _chromium(["--window-size=1300,9000", f"--screenshot={shot}"], report)
-    assert shot.stat().st_size > 50_000
-    ARTIFACTS.mkdir(exist_ok=True)
-    shutil.copy(shot, ARTIFACTS / "report.png")
+    assert _screenshot(page, tmp_path, "1300,9000", "report.png").stat().st_size > 50_000
 
     probed = tmp_path / "probed.html"
     probed.write_text(_probe_page(page))
@@ -207,19 +212,10 @@ _FIRST_SCREEN = ("window.addEventListener('load',()=>{const h=window.innerHeight
 def test_chromium_first_screen_shows_the_claims_and_no_raw_count_table(full, tmp_path):
     """The first screen (1300 × 900) as Chromium renders it: every claim sentence, no table at all."""
     _, _, page = full
-    report = tmp_path / "report.html"
-    report.write_text(page)
-    shot = tmp_path / "first_screen.png"
-    _chromium(["--window-size=1300,900", f"--screenshot={shot}"], report)
-    ARTIFACTS.mkdir(exist_ok=True)
-    shutil.copy(shot, ARTIFACTS / "report_first_screen.png")
-    digest = base64.b64encode(hashlib.sha256(_FIRST_SCREEN.encode()).digest()).decode()
+    _screenshot(page, tmp_path, "1300,900", "report_first_screen.png")
     probed = tmp_path / "first.html"
-    probed.write_text(page.replace("default-src 'none';", f"default-src 'none'; script-src 'sha256-{digest}';", 1)
-                      .replace("<head>", f"<head><script>{_FIRST_SCREEN}</script>", 1))
-    dom = _chromium(["--window-size=1300,900", "--virtual-time-budget=10000", "--dump-dom"], probed)
-    seen = json.loads(re.search(r"<title>PROBE(.*?)</title>", dom, re.DOTALL).group(1)
-                      .replace("&quot;", '"').replace("&amp;", "&"))
+    probed.write_text(_probe_page(page, _FIRST_SCREEN))
+    seen = _probe(probed, "--window-size=1300,900")
     assert seen["claims"] == len(tables.claims()) and seen["tables"] == [], seen
 
 
