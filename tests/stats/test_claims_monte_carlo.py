@@ -4,7 +4,7 @@
   trial tables drawn from each sim agent's closed-form model), 200 replications: the null agent's family-wise
   rate of a confirmatory interval excluding 0 stays at or below the declared α (+ Monte Carlo error), and
   no claim whose true |Γ| exceeds the equivalence margin is called `equivalent` in ≥ 99 % of them.
-* Contrasts whose sides share their checkpoint trials (one calibration cell, 600 replications): coverage in
+* Contrasts whose sides share their checkpoint trials (one calibration cell, 400 replications): coverage in
   [0.93, 0.97] at nominal 0.95, and narrower than the intervals that treat the sides as independent.
 """
 
@@ -60,9 +60,9 @@ def test_demo_claims_hold_their_error_rate_and_never_call_a_real_effect_equivale
 def test_shared_trial_contrasts_cover_and_are_narrower_than_independent_sides(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))  # calibration_contrasts imports its sibling `calibration`
     bench = _benchmark("calibration_contrasts")
-    cell = (5, 4, 0.5, 0.5, 20)  # two families of 5 four-stage tasks, P_exp 0.5, ΔΓ 0.5, m = m_0 = 20
-    shared = bench.run_cell(cell, 600, shared=True)["kinds"]
-    independent = bench.run_cell(cell, 600, shared=True, independent_intervals=True)["kinds"]
+    cell = (5, 4, 0.2, 0.5, 20)  # two families of 5 four-stage tasks, P_exp 0.2, ΔΓ 0.5, m = m_0 = 20
+    shared = bench.run_cell(cell, 400, shared=True)["kinds"]
+    independent = bench.run_cell(cell, 400, shared=True, independent_intervals=True)["kinds"]
     for kind in (("all", "sampled"), ("all", "fixed"), ("family", "fixed")):
         assert 0.93 <= shared[kind]["cover"] <= 0.97, (kind, shared[kind]["cover"])
     for kind in (("all", "fixed"), ("family", "fixed"), ("task", "fixed")):
