@@ -33,7 +33,8 @@ from dagster import DagsterInstance  # noqa: E402
 import pipelines.definitions  # noqa: E402,F401  (imports are process start-up, not orchestration: paid before timing)
 from hrbench.harness.records import TrialRecord  # noqa: E402
 from hrbench.study_run import StudyRun  # noqa: E402
-from pipelines.defs.study.jobs import step_tags, steps_for  # noqa: E402
+from hrbench.steps import steps_for  # noqa: E402
+from pipelines.defs.study.jobs import step_tags  # noqa: E402
 from pipelines.materialize import launch_step  # noqa: E402
 
 AGENT = "sim-bench"
@@ -118,7 +119,7 @@ def _runs(home: Path) -> int:
 def demo() -> None:
     with tempfile.TemporaryDirectory(prefix="hrbench-demo-") as scratch:
         out = Path(scratch) / "demo-out"
-        command = [sys.executable, "-m", "hrbench.cli", "demo", "--out", str(out)]
+        command = [sys.executable, "-m", "pipelines.cli", "demo", "--out", str(out)]
         timings, runs = [], []
         for label in ("fresh", "journaled re-run"):
             t0 = time.perf_counter()

@@ -1,18 +1,16 @@
-"""The `hrbench` command line.
+"""The core's commands of the `hrbench` command line (tasks, agents, plan, report, depth, lineage, verify).
 
-The Dagster-facing commands (demo, run, ui) import `pipelines` inside the command,
-so the core stays importable without Dagster.
+The Dagster-facing commands (demo, run, ui) live in `pipelines/cli.py`, which adds them to this `app`:
+the `hrbench` console script is `pipelines.cli:app`, and the core never imports anything above it.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import signal
-import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import typer
 from rich.console import Console
@@ -24,7 +22,9 @@ from hrbench.envs.registry import BackendOptions, make_backend
 from hrbench.harness.journal import JournalError, check_journal_tree
 from hrbench.locking import OutDirBusy, OutDirLock
 from hrbench.storage import StorageError
-from hrbench.protocol import DEMO_STUDY, BUILTIN_REGISTRY, StudyError, load_study
+from hrbench.protocol import BUILTIN_REGISTRY, StudyError, load_study
+from hrbench.steps import StudyFailed
+from hrbench.stores import PREREGISTRATION_KEY, StudyStores
 from hrbench.tasks.audit import audit_task
 from hrbench.tasks.loader import load_paths, load_registry, load_task
 from hrbench.tasks.model import TaskError
@@ -46,7 +46,9 @@ def _fail(exc: BaseException | str, label: str = "error:", style: str = "red", h
     return typer.Exit(1)
 
 
-def _run(study: Path, out: Path) -> None:
+def run_into(study: Path, out: Path, run_study: Callable[[Path, Path, Console, bool], Path]) -> None:
+    """Run a study into OUT with `run_study(study, out, console, progress)` (it returns OUT), holding OUT's lock;
+    then print the residuals, contrasts and sensitivity of its summary.json."""
     try:
         load_study(study)  # a bad study file is reported before OUT is created or Dagster is imported
     except (StudyError, TaskError) as exc:
@@ -56,7 +58,7 @@ def _run(study: Path, out: Path) -> None:
     except OutDirBusy as exc:
         raise _fail(exc) from exc
     try:
-        check_journal_tree(out / "journal")
+        check_journal_tree(StudyStores(out).journal_root)
     except JournalError as exc:
         lock.release()
         raise _fail(exc) from exc
@@ -64,16 +66,14 @@ def _run(study: Path, out: Path) -> None:
         err.print(Text(f"note: took over the lock of a run that ended without releasing it "
                        f"({lock.took_over.describe()})"), soft_wrap=True)
     try:
-        from pipelines.materialize import StudyFailed, run_study  # Dagster only behind this command
-
         try:
             # progress bars only on a terminal: in a redirected log they are thousands of lines
-            run = run_study(study, out, console=err, progress=sys.stderr.isatty())
+            stores = StudyStores(run_study(study, out, err, sys.stderr.isatty()))
         except (StudyFailed, StudyError, TaskError, StorageError) as exc:
             raise _fail(exc) from exc
     finally:
         lock.release()
-    summary = json.loads((run.out_dir / "summary.json").read_text())
+    summary = json.loads(stores.summary_path.read_text())
     # Thirteen columns: never squeeze them into a pipe's default 80 (a narrower terminal wraps instead).
     wide = Console(width=max(console.width, 180))
     for line in claim_sentences(summary):  # the claims first: what the study stands behind
@@ -101,8 +101,8 @@ def _run(study: Path, out: Path) -> None:
             console.print(f"sensitivity {r['agent']}: {r['verdict']}, Γ in [{_fmt(r['gamma_min'])}, "
                           f"{_fmt(r['gamma_max'])}] over {r['n_choices']} choices (driver: {r['driver']})",
                           markup=False)
-    console.print(f"report: {run.out_dir / 'report.html'}", markup=False)
-    console.print(f"summary: {run.out_dir / 'summary.json'}", markup=False)
+    console.print(f"report: {stores.report_path}", markup=False)
+    console.print(f"summary: {stores.summary_path}", markup=False)
 
 
 def _fmt(value: object) -> str:
@@ -164,25 +164,13 @@ def _residual_table(summary: dict) -> Table:
 
 
 @app.command()
-def demo(out: Path = typer.Option(Path("demo-out"), help="output directory")) -> None:
-    """Run the built-in demo study (local sandbox, simulated agents, local storage)."""
-    _run(DEMO_STUDY, out)
-
-
-@app.command()
-def run(study: Path = typer.Argument(..., help="study YAML file"),
-        out: Path = typer.Option(Path("out"), help="output directory")) -> None:
-    """Run a pre-registered study end to end; re-running resumes from the trial journals."""
-    _run(study, out)
-
-
-@app.command()
 def report(study: Path = typer.Argument(..., help="study YAML file"),
            out: Path = typer.Option(Path("out"), help="output directory of that study's run")) -> None:
     """Re-render report.html and summary.json from the stored residual tables (no trials run)."""
     import pandas as pd
 
     from hrbench.analysis import MissingTrials, current_tables
+    from hrbench.catalogue import HORIZON_RESIDUALS, INTERVENTION_CONTRASTS, RESOURCE_ACCOUNTING, SENSITIVITY_SWEEP
     from hrbench.report.html import write_report
     from hrbench.report.summary import write_summary
     from hrbench.study_run import StudyRun
@@ -192,9 +180,9 @@ def report(study: Path = typer.Argument(..., help="study YAML file"),
         stores = run.stores
         tables = current_tables(
             run.design,
-            pd.concat([stores.read_all(stores.table_name("horizon_residuals", c)) for c in run.study.condition_names]),
-            stores.read_all("intervention_contrasts"), stores.read_all("sensitivity_sweep"),
-            stores.read_all("resource_accounting"))
+            pd.concat([stores.read_all(k) for k in HORIZON_RESIDUALS.keys(run.study.condition_names)]),
+            stores.read_all(INTERVENTION_CONTRASTS.key()), stores.read_all(SENSITIVITY_SWEEP.key()),
+            stores.read_all(RESOURCE_ACCOUNTING.key()))
     except (StudyError, TaskError, MissingTrials, StorageError) as exc:
         raise _fail(exc, hint=f"; run `hrbench run {study} --out {out}` first") from exc
     for path in (write_report(run.design, tables, stores.report_path, stores),
@@ -423,41 +411,13 @@ def agents_check(config: Path = typer.Argument(..., help="agent config file, e.g
 
 
 @app.command()
-def ui(out: Path = typer.Option(Path("out"), help="output directory of the study to show"),
-       study: Path = typer.Option(None, help="study YAML file (default: the one that made OUT; the demo for a new OUT)"),
-       port: int = typer.Option(3000)) -> None:
-    """Open the Dagster UI on a study (its instance lives under OUT/.dagster, or $DAGSTER_HOME when set)."""
-    from hrbench.preregistration import recorded_study_source
-
-    recorded = recorded_study_source(out)
-    if study is None:
-        study = Path(recorded.study_file) if recorded else DEMO_STUDY
-    elif recorded and Path(recorded.study_file) != study.resolve():
-        raise _fail(f"{out} was made by {recorded.study_file}, not {study.resolve()}; drop --study to show "
-                    "it, or pass another --out for this study")
-    if not study.is_file():
-        raise _fail(f"study file {study} (recorded in {out / 'study_source.json'}) does not exist")
-    home = Path(os.environ.get("DAGSTER_HOME") or (out / ".dagster")).resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    if not (home / "dagster.yaml").exists():
-        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")  # no telemetry banner
-    env = {**os.environ, "DAGSTER_HOME": str(home), "HRBENCH_STUDY": str(study.resolve()),
-           "HRBENCH_OUT": str(out.resolve())}
-    root = Path(__file__).resolve().parent.parent
-    # dagster dev ignores SIGINT/SIGTERM when started from some shells; restore defaults before exec.
-    command = [sys.executable, "-m", "dagster", "dev", "-w", str(root / "workspace.yaml"), "-p", str(port)]
-    subprocess.run(command, env=env, cwd=root, preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL),
-                                                                   signal.signal(signal.SIGTERM, signal.SIG_DFL)))
-
-
-@app.command()
 def lineage(out: Path = typer.Argument(..., help="output directory of a study run")) -> None:
     """For each residual row: the chain back to its trials, agent registration, task hashes, code version and
     pre-registration, with the times that show P_expected was fixed before natural rollouts."""
     from hrbench.lineage import lineage_lines
     from hrbench.storage import store_for
 
-    if not store_for(out).exists("preregistration.json"):
+    if not store_for(out).exists(PREREGISTRATION_KEY):
         raise _fail(f"{out} has no preregistration.json: run a study into it first")
     for line in lineage_lines(out):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -465,8 +425,9 @@ def lineage(out: Path = typer.Argument(..., help="output directory of a study ru
 
 @app.command()
 def verify(out: Path = typer.Argument(..., help="output directory of a study run")) -> None:
-    """Re-hash the pre-registration, agent registrations and every table (against its lineage record and the
-    trial journal). Exit 1 naming each file that no longer matches."""
+    """Re-hash the pre-registration, agent registrations, every table (against its lineage record and the
+    trial journal) and every cached environment state (against its seal). Exit 1 naming each file that no longer
+    matches."""
     from hrbench.lineage import verify as verify_out
 
     problems, checked = verify_out(out)

@@ -1,5 +1,6 @@
 """Lineage an auditor can check: a record beside every stored table, the chain behind each residual,
-and `verify`, which re-hashes an output directory and names every file that no longer matches.
+and `verify`, which re-hashes an output directory and names every file that no longer matches (the
+cached environment states included: hrbench/envs/states.py).
 
 Layout under OUT: `preregistration.json` (the protocol), `registrations/<agent>.json` (one per
 agent), `tables/[<condition>/]<asset>[/<key>...].parquet`, and beside each table
@@ -19,13 +20,17 @@ from pathlib import Path
 import pandas as pd
 from pydantic import BaseModel
 
+from hrbench.catalogue import (
+    CHECKPOINT_TRIALS, CONDITION_TABLES, EXPECTED_SUCCESS, HORIZON_RESIDUALS, NATURAL_TRIALS, TABLES, TRIAL_TABLES,
+)
+from hrbench.envs.states import cached_states
+from hrbench.envs.states import check as check_state
+from hrbench.envs.states import record_path
 from hrbench.preregistration import AgentRegistration, Preregistration
 from hrbench.protocol import sha256_json
 from hrbench.storage import Store, TableStore, store_for
+from hrbench.stores import PREREGISTRATION_KEY, REGISTRATIONS, registration_key
 
-TRIAL_ASSETS = ("checkpoint_trials", "natural_trials")
-# Each condition's branch lives under its condition: `tables/<condition>/<asset>/…`, asset key `<condition>/<asset>`.
-CONDITION_ASSETS = ("stage_estimates", "expected_success", "natural_trials", "observed_success", "horizon_residuals")
 
 
 class TableRecord(BaseModel):
@@ -120,22 +125,31 @@ def verify(out_dir: Path, store: Store | None = None) -> tuple[list[Problem], di
     def bad(key: str, text: str) -> None:
         problems.append(Problem(path=key, problem=text))
 
+    # the environment backend's cached states (always in the local output directory), whatever else is there
+    for state in cached_states(Path(out_dir) / "cache"):
+        checked["cached environment states"] += 1
+        problem = check_state(state)
+        if problem is not None:
+            bad(str(state.relative_to(out_dir)), f"{problem}: changed after it was built (a checkpoint state is "
+                                                 "rebuilt by the next trial that needs it)")
     try:
-        prereg_text = store.get("preregistration.json")
+        prereg_text = store.get(PREREGISTRATION_KEY)
     except FileNotFoundError:
-        return [Problem(path="preregistration.json", problem="missing: not an hrbench output directory, or the "
-                        "study never got past its pre-registration")], dict(checked)
+        bad("preregistration.json", "missing: not an hrbench output directory, or the study never got past its "
+                                    "pre-registration")
+        return problems, dict(checked)
     try:
         prereg = Preregistration.model_validate_json(prereg_text)
     except ValueError as exc:
-        return [Problem(path="preregistration.json", problem=f"unreadable: {str(exc).splitlines()[0]}")], dict(checked)
+        bad("preregistration.json", f"unreadable: {str(exc).splitlines()[0]}")
+        return problems, dict(checked)
     checked["pre-registration"] += 1
     if sha256_json(prereg.body()) != prereg.prereg_sha256:
         bad("preregistration.json", f"content does not hash to its prereg_sha256 {prereg.prereg_sha256[:12]}: "
                                     "edited after it was frozen")
 
     registrations: dict[str, AgentRegistration] = {}
-    for key in (k for k in store.list("registrations") if k.count("/") == 1 and k.endswith(".json")):
+    for key in (k for k in store.list(REGISTRATIONS) if k.count("/") == 1 and k.endswith(".json")):
         checked["agent registrations"] += 1
         stem = key.split("/")[-1].removesuffix(".json")
         try:
@@ -155,7 +169,7 @@ def verify(out_dir: Path, store: Store | None = None) -> tuple[list[Problem], di
     for table in (k for k in store.list("tables") if k.endswith(".parquet")):
         checked["tables"] += 1
         parts = tuple(table.removeprefix("tables/").removesuffix(".parquet").split("/"))
-        split = 2 if len(parts) > 2 and parts[1] in CONDITION_ASSETS else 1
+        split = 2 if len(parts) > 2 and parts[1] in CONDITION_TABLES else 1
         asset, partition = "/".join(parts[:split]), tuple(parts[split:])
         record = read_record(store, asset, partition)
         if record is None:
@@ -179,7 +193,7 @@ def verify(out_dir: Path, store: Store | None = None) -> tuple[list[Problem], di
                 elif "agent_sha256" in rows and set(rows["agent_sha256"]) - {reg.agent_sha256}:
                     bad(table, f"rows of agent {agent!r} carry an agent_sha256 that is not its registration's "
                                f"{reg.agent_sha256[:12]}")
-        if asset.split("/")[-1] in TRIAL_ASSETS:
+        if asset.split("/")[-1] in TRIAL_TABLES:
             checked["trial rows matched to the journal"] += _verify_against_journal(store, table, frame, bad)
     return problems, dict(checked)
 
@@ -237,7 +251,7 @@ def _verify_against_journal(store: Store, table: str, frame: pd.DataFrame, bad) 
 def lineage_lines(out_dir: Path, store: Store | None = None) -> list[str]:
     """For each residual row: the chain back to its trials, agent registration, tasks, code and protocol."""
     store = store or store_for(out_dir)
-    prereg = Preregistration.model_validate_json(store.get("preregistration.json"))
+    prereg = Preregistration.model_validate_json(store.get(PREREGISTRATION_KEY))
     lines = [
         f"pre-registration {prereg.prereg_sha256}  frozen {prereg.frozen_at}  (preregistration.json)",
         f"  code {prereg.code.label}  commit {prereg.code.git_commit or '—'}  dirty {prereg.code.dirty}  "
@@ -245,22 +259,27 @@ def lineage_lines(out_dir: Path, store: Store | None = None) -> list[str]:
         f"  sandbox {prereg.sandbox.get('bwrap')}  budget {json.dumps(prereg.sandbox.get('budget'), sort_keys=True)}",
         "  tasks " + ", ".join(f"{t.name}={t.content_sha256[:12]}" for t in prereg.tasks),
     ]
-    residual_tables = [k for k in store.list("tables") if k.count("/") == 3 and k.split("/")[2] == "horizon_residuals"
+    cache = Path(out_dir) / "cache"
+    sealed = [f"{state.relative_to(cache)}={record_path(state).read_text().strip()[:12]}"
+              for state in cached_states(cache) if record_path(state).is_file()]
+    if sealed:
+        lines.append("  cached states (sealed when built, checked at every reuse) " + ", ".join(sealed))
+    residual_tables = [k for k in store.list("tables") if k.count("/") == 3 and k.split("/")[2] == HORIZON_RESIDUALS.name
                        and k.endswith(".parquet")]
     for table in residual_tables:
         agent, condition = table.split("/")[3].removesuffix(".parquet"), table.split("/")[1]
         residuals = pd.read_parquet(io.BytesIO(store.get(table)))
-        record = read_record(store, f"{condition}/horizon_residuals", (agent,))
+        record = read_record(store, HORIZON_RESIDUALS.key(condition), (agent,))
         try:
-            reg = AgentRegistration.model_validate_json(store.get(f"registrations/{agent}.json"))
+            reg = AgentRegistration.model_validate_json(store.get(registration_key(agent)))
         except FileNotFoundError:
             reg = None
         lines.append("")
         lines.append(f"agent {agent}  registration {reg.agent_sha256[:12] if reg else 'MISSING'}  registered "
                      f"{reg.registered_at if reg else '—'}  (registrations/{agent}.json)  condition {condition}")
-        expected = read_record(store, f"{condition}/expected_success", (agent,))
-        natural = [read_record(store, f"{condition}/natural_trials", (agent, t.name)) for t in prereg.tasks]
-        checkpoint = [read_record(store, "checkpoint_trials", (agent, t.name)) for t in prereg.tasks]
+        expected = read_record(store, EXPECTED_SUCCESS.key(condition), (agent,))
+        natural = [read_record(store, NATURAL_TRIALS.key(condition), (agent, t.name)) for t in prereg.tasks]
+        checkpoint = [read_record(store, CHECKPOINT_TRIALS.key(), (agent, t.name)) for t in prereg.tasks]
         first_natural = min((r.written_at for r in natural if r), default=None)
         order = "expected before observed" if expected and first_natural and expected.written_at < first_natural \
             else "ORDER NOT SHOWN (expected_success must precede natural_trials)"
@@ -276,8 +295,8 @@ def lineage_lines(out_dir: Path, store: Store | None = None) -> list[str]:
         for row in residuals.itertuples():
             gamma = "—" if pd.isna(row.gamma) else f"{row.gamma:.3f}"
             if row.scope == "task":
-                ck = read_record(store, "checkpoint_trials", (agent, row.name))
-                nat = read_record(store, f"{condition}/natural_trials", (agent, row.name))
+                ck = read_record(store, CHECKPOINT_TRIALS.key(), (agent, row.name))
+                nat = read_record(store, NATURAL_TRIALS.key(condition), (agent, row.name))
                 content = next((t.content_sha256[:12] for t in prereg.tasks if t.name == row.name), "—")
                 lines.append(f"    {row.condition} task:{row.name}  Γ={gamma}  <- {_table(ck)} + {_table(nat)}  "
                              f"task content {content}")
@@ -285,6 +304,21 @@ def lineage_lines(out_dir: Path, store: Store | None = None) -> list[str]:
             task_hashes = ", ".join(f"{t.name}:{t.content_sha256[:8]}" for t in prereg.tasks
                                     if row.scope == "all" or t.name == row.name or _family(prereg, t.name) == row.name)
             lines.append(f"    {row.condition} {row.scope}:{row.name}  Γ={gamma}  <- trials of tasks [{task_hashes}]")
+    conditions = list(dict.fromkeys(t.split("/")[1] for t in residual_tables))
+    return lines + report_lines(store, conditions)
+
+
+def report_lines(store: Store, conditions: list[str]) -> list[str]:
+    """The report's inputs: every stored table report.html and summary.json are made from (the report asset's
+    upstream tables in the catalogue), with its records' rows and when it was last written."""
+    lines = ["", "report report.html, summary.json  <- the tables it reads:"]
+    for spec in (t for t in TABLES if t.report_reads):
+        for key in spec.keys(conditions):
+            keys = [record_key(key, ())] if spec.partitioned == "none" else store.list(f"lineage/{key}")
+            records = [TableRecord.model_validate_json(store.get(k)) for k in keys if store.exists(k)]
+            if records:
+                lines.append(f"  {key:<30} {len(records)} tables, {sum(r.rows for r in records)} rows, last written "
+                             f"{max(r.written_at for r in records)}")
     return lines
 
 

@@ -28,6 +28,7 @@ from hrbench.stats.planning import (
     trial_variance_terms,
 )
 from hrbench.analysis import task_p_expected
+from hrbench.catalogue import OBSERVED_SUCCESS, STAGE_ESTIMATES
 from hrbench.design import StudyDesign
 from hrbench.stores import StudyStores
 
@@ -60,8 +61,9 @@ def anticipated(design: StudyDesign, pilot: Path | None, q: list[float] | None, 
     """Anticipated q_i and P_obs for every (agent, task) of the study."""
     pilot_q = pilot_obs = None
     if pilot is not None:
-        pilot_q = StudyStores(pilot).read_all("stage_estimates")
-        pilot_obs = StudyStores(pilot).read_all("observed_success")
+        # the baseline's estimates: the plan sizes the study's primary estimand
+        pilot_q = StudyStores(pilot).read_all(STAGE_ESTIMATES.key("baseline"))
+        pilot_obs = StudyStores(pilot).read_all(OBSERVED_SUCCESS.key("baseline"))
         if pilot_q.empty or pilot_obs.empty:
             raise ValueError(f"{pilot} holds no stage_estimates or observed_success tables: give the output "
                              "directory of a finished pilot run")

@@ -26,11 +26,12 @@ from pydantic import BaseModel
 
 from hrbench.protocol import Study, StudyError, sha256_json
 from hrbench.stats.planning import calibrated_range_warnings
+from hrbench.stores import registration_key
 from hrbench.tasks.model import Task
 
 # The code whose behaviour decides a number: the core and the Dagster layer that calls it.
 CODE_ROOT = Path(__file__).resolve().parent.parent
-CODE_DIRS = ("hrbench", "pipelines", "resources")
+CODE_DIRS = ("hrbench", "resources", "assets", "pipelines")
 CHECK_LIBRARY = Path(__file__).resolve().parent / "tasks" / "checks.sh"
 
 
@@ -151,7 +152,7 @@ def register_agent(prereg: Preregistration, spec: BaseModel) -> AgentRegistratio
 
 
 def registration_path(out_dir: Path, agent: str) -> Path:
-    return Path(out_dir) / "registrations" / f"{agent}.json"
+    return Path(out_dir) / registration_key(agent)
 
 
 def store_registration(out_dir: Path, registration: AgentRegistration) -> Path:

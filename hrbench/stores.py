@@ -37,9 +37,17 @@ from hrbench.protocol import StudyError
 from hrbench.storage import Store, TableStore, store_for
 from hrbench.storage.base import check_key
 
+PREREGISTRATION_KEY, STUDY_SOURCE_KEY = "preregistration.json", "study_source.json"
+SUMMARY_KEY, REPORT_KEY = "summary.json", "report.html"
+REGISTRATIONS = "registrations"
 # Documents a study keeps outside its tables and journals; fetched into the working copy to resume.
-DOCUMENTS = ("preregistration.json", "study_source.json")
-DOCUMENT_FOLDERS = ("registrations",)
+DOCUMENTS = (PREREGISTRATION_KEY, STUDY_SOURCE_KEY)
+DOCUMENT_FOLDERS = (REGISTRATIONS,)
+
+
+def registration_key(agent: str) -> str:
+    """Where an agent's registration lives, in the store and under OUT."""
+    return f"{REGISTRATIONS}/{agent}.json"
 
 
 class StudyStores:
@@ -61,7 +69,20 @@ class StudyStores:
 
     @property
     def preregistration_path(self) -> Path:
-        return self.out_dir / "preregistration.json"
+        return self.out_dir / PREREGISTRATION_KEY
+
+    def registration_path(self, agent: str) -> Path:
+        return self.out_dir / registration_key(agent)
+
+    @property
+    def journal_root(self) -> Path:
+        """Where the trial journals are written (the write-ahead logs of every trial)."""
+        return self.out_dir / "journal"
+
+    @property
+    def logs_dir(self) -> Path:
+        """Where a failed step's whole error is written (`hrbench run` names the file)."""
+        return self.out_dir / "logs"
 
     @property
     def cache_dir(self) -> Path:
@@ -75,11 +96,11 @@ class StudyStores:
 
     @property
     def summary_path(self) -> Path:
-        return self.out_dir / "summary.json"
+        return self.out_dir / SUMMARY_KEY
 
     @property
     def report_path(self) -> Path:
-        return self.out_dir / "report.html"
+        return self.out_dir / REPORT_KEY
 
     @property
     def dagster_home(self) -> Path:
@@ -130,12 +151,12 @@ class StudyStores:
 
     def check_version(self, prereg_sha256: str) -> None:
         """Raise StudyError if the store already holds another study version."""
-        path = self.fetch("preregistration.json")
+        path = self.fetch(PREREGISTRATION_KEY)
         if path is not None:
             existing = json.loads(path.read_text()).get("prereg_sha256")
             if existing != prereg_sha256:
                 raise StudyError(
-                    f"{self.store.address('preregistration.json')} holds study version {str(existing)[:12]}, but "
+                    f"{self.store.address(PREREGISTRATION_KEY)} holds study version {str(existing)[:12]}, but "
                     f"this study is {prereg_sha256[:12]} (its protocol, tasks or hrbench version changed): "
                     "write the new version to a new --out directory")
 
@@ -143,7 +164,7 @@ class StudyStores:
 
     def journal(self, prereg_sha256: str, kind: str, agent: str, task: str, condition: str | None = None) -> TrialJournal:
         """The journal of one partition (natural rollouts: of one condition, each its own asset)."""
-        parts = ["journal", prereg_sha256[:16], kind, *([condition] if condition else []), agent, f"{task}.jsonl"]
+        parts = [self.journal_root.name, prereg_sha256[:16], kind, *([condition] if condition else []), agent, f"{task}.jsonl"]
         key = "/".join(parts)
         mirror = StoreJournalMirror(self, key) if self.remote else None
         return TrialJournal(self.out_dir / key, self.out_dir, mirror)
@@ -168,13 +189,9 @@ class StudyStores:
 
     # -- tables -----------------------------------------------------------------------------
 
-    @staticmethod
-    def table_name(asset: str, condition: str | None = None) -> str:
-        """A table's name in the store: per-condition assets live under their condition."""
-        return f"{condition}/{asset}" if condition else asset
-
     def read_all(self, asset: str) -> pd.DataFrame:
-        """Every stored partition of a table, concatenated (empty if none is stored)."""
+        """Every stored partition of a table, concatenated (empty if none is stored); `asset` is its key in the
+        table catalogue (hrbench/catalogue.py: `<condition>/<name>` for a condition's own table)."""
         return self.tables.read_all(asset)
 
 

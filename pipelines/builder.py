@@ -1,6 +1,7 @@
 """Build the Dagster Definitions of one study (its task names shape the partitions).
 
-Each domain under `pipelines/defs/` contributes its assets, checks, jobs, schedules and sensors;
+The assets and checks come from `assets/`; each domain under `pipelines/defs/` contributes its jobs, schedules,
+sensors and executor;
 `pipelines/definitions.py` is the one code location that calls this.
 """
 
@@ -10,14 +11,15 @@ from pathlib import Path
 
 from dagster import Definitions
 
+from assets.checks import build_study_checks
+from assets.partitions import agent_task_partitions
+from assets.study import build_study_assets
 from hrbench.protocol import load_study
+from hrbench.steps import steps_for
 from hrbench.tasks.loader import load_registry
 from pipelines.defs.agents.sensors import build_agent_sensor
-from pipelines.defs.study.assets import build_study_assets
-from pipelines.defs.study.checks import build_study_checks
 from pipelines.defs.study.executor import ExecutorSettings, step_executor
-from pipelines.defs.study.jobs import build_jobs, steps_for
-from pipelines.defs.study.partitions import agent_task_partitions
+from pipelines.defs.study.jobs import build_jobs
 from pipelines.defs.study.schedules import build_automation_sensor, build_schedules
 from resources.storage import storage_from_env
 from resources.study import StudyResource, TableIOManager

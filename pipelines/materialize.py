@@ -24,18 +24,14 @@ from rich.console import Console
 
 from hrbench.preregistration import check_registration, record_study_source
 from hrbench.stores import StudyStores
+from hrbench.steps import Step, StudyFailed, step_done, steps_for
 from hrbench.study_run import StudyRun
-from pipelines.defs.agents.sensors import step_done
-from pipelines.defs.study.jobs import Step, step_tags, steps_for
-from pipelines.defs.study.partitions import AGENTS
+from assets.partitions import AGENTS
+from pipelines.defs.study.jobs import step_tags
 
 # hrbench prints each step's outcome; the Dagster console log would bury it (the event log keeps everything).
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 INSTANCE_YAML = "telemetry:\n  enabled: false\n"
-
-
-class StudyFailed(RuntimeError):
-    """A step of the study failed; the message says which and why, and where the full log is."""
 
 
 def instance_for(out_dir: Path) -> DagsterInstance:
@@ -139,7 +135,7 @@ def _failure(out: Path, label: str, run_id: str, failed_checks: list, events: li
             # the executor itself failed (e.g. a step container that would not start): no step error says why
             causes.append(_one_line(event.event_specific_data.error.message))
             details.append(event.event_specific_data.error.to_string())
-    log = out / "logs" / f"run-{run_id}.log"
+    log = StudyStores(out).logs_dir / f"run-{run_id}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(f"{label} failed (run {run_id})\n\n" + "\n\n".join(details) + "\n")
     first = causes[0] if causes else "the run failed without a step error"

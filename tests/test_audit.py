@@ -66,7 +66,7 @@ def test_key_step_that_does_not_matter_is_caught(tiny_task_copy: Path, tmp_path:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hrbench.cli", "tasks", "audit", *args],
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", "tasks", "audit", *args],
                           capture_output=True, text=True, timeout=600)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from hrbench.cli import app
+from pipelines.cli import app
 from tests.conftest import FIXTURES, TINY_TASK
 
 runner = CliRunner()

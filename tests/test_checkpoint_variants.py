@@ -93,9 +93,9 @@ def test_solution_conditioned_starts_from_the_agents_own_passing_state_with_its_
                                save_states=lambda done: f"p0/after-{done}")
     assert prefix.stages_passed == 1  # part 1 passed (leaving a defect), part 2 met it and failed
     saved = tmp_path / "cache" / "agent-states" / "p0"
-    assert sorted(p.name for p in saved.iterdir()) == ["after-1"]  # only passed boundaries are saved
-    assert (saved / "after-1" / DEFECT_FILE).read_text().split() == ["make"]
-    assert (saved / "after-1" / "a.txt").is_file()  # the agent's own output of part 1
+    assert sorted(p.name for p in saved.iterdir() if p.is_dir()) == ["after-1"]  # only passed boundaries are saved
+    assert (saved / "after-1" / "work" / DEFECT_FILE).read_text().split() == ["make"]
+    assert (saved / "after-1" / "work" / "a.txt").is_file()  # the agent's own output of part 1
     own = run_checkpoint_trial(_spec("double"), task, SimAgent(always_defect), backend, SOLUTION_CONDITIONED, 1,
                                trajectory_dir=tmp_path / "t", solution_state=lambda stage: f"p0/after-{stage}")
     oracle = run_checkpoint_trial(_spec("double", 1), task, SimAgent(always_defect), backend, CheckpointProtocol(), 1,

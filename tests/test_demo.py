@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("demo") / "demo"
     start = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "hrbench.cli", "demo", "--out", str(out)], cwd=REPO,
+    result = subprocess.run([sys.executable, "-m", "pipelines.cli", "demo", "--out", str(out)], cwd=REPO,
                             capture_output=True, text=True, timeout=3600)
     print(f"demo wall time: {time.monotonic() - start:.0f} s")  # measured, not asserted: see benchmarks/
     assert result.returncode == 0, result.stderr[-3000:]

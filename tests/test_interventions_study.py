@@ -24,7 +24,7 @@ def _covers(row: dict, value: float) -> bool:
 def test_interventions_study_recovers_the_known_residuals_and_what_moves_them(tmp_path: Path):
     out = tmp_path / "interventions"
     start = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "hrbench.cli", "run", str(REPO / "examples" / "studies" / "interventions.yaml"),
+    result = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(REPO / "examples" / "studies" / "interventions.yaml"),
                              "--out", str(out)], cwd=REPO,
                             capture_output=True, text=True, timeout=5400)
     elapsed = time.monotonic() - start

@@ -14,7 +14,7 @@ from dagster import AssetKey, AssetSelection, DagsterInstance, MultiPartitionKey
 from hrbench.harness.trajectory import read_trajectory
 from pipelines.builder import build_definitions
 from pipelines.materialize import QUIET, run_study
-from pipelines.defs.study.partitions import AGENTS
+from assets.partitions import AGENTS
 from tests.conftest import FIXTURES, TINY_STUDY, stored_table
 
 

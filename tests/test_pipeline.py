@@ -16,7 +16,7 @@ from dagster import AssetKey, AssetSelection, DagsterInstance, MultiPartitionKey
 
 from pipelines.builder import build_definitions
 from pipelines.materialize import QUIET, run_study
-from pipelines.defs.study.partitions import AGENTS
+from assets.partitions import AGENTS
 from tests.conftest import FIXTURES, TINY_STUDY, stored_keys, stored_table
 
 REPO = Path(__file__).resolve().parent.parent
@@ -128,7 +128,7 @@ def test_killed_study_resumes_without_duplicate_or_missing_trials(tmp_path: Path
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(study))
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "hrbench.cli", "run", str(path), "--out", str(out)]
+    command = [sys.executable, "-m", "pipelines.cli", "run", str(path), "--out", str(out)]
     proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.monotonic() + 120
@@ -156,7 +156,7 @@ def test_killed_study_resumes_without_duplicate_or_missing_trials(tmp_path: Path
 def test_report_command_rerenders_from_stored_tables(finished_study: Path):
     (finished_study / "report.html").unlink()
     summary_before = json.loads((finished_study / "summary.json").read_text())
-    result = subprocess.run([sys.executable, "-m", "hrbench.cli", "report", str(TINY_STUDY), "--out",
+    result = subprocess.run([sys.executable, "-m", "pipelines.cli", "report", str(TINY_STUDY), "--out",
                              str(finished_study)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert (finished_study / "report.html").is_file()

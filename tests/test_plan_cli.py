@@ -15,7 +15,7 @@ DEMO_STUDY = Path(__file__).resolve().parents[1] / "hrbench" / "studies" / "demo
 
 
 def _plan(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hrbench.cli", "plan", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", "plan", *args], capture_output=True, text=True,
                           timeout=300, env={"COLUMNS": "160", "PATH": "/usr/bin:/bin"})
 
 

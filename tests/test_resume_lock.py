@@ -34,7 +34,7 @@ PARTS = {"1": "make", "2": "double", "3": "report"}
 
 def _hrbench(*args: str, **kwargs) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "hrbench.cli", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, **kwargs)
 
 

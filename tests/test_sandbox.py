@@ -33,8 +33,8 @@ def test_agent_cannot_find_any_solution_or_stage_test(env: LocalEnvironment):
 
 def test_agent_workspace_holds_the_checkpoint_state_only(env: LocalEnvironment):
     result = env.exec("pwd; ls -A", 10)
-    # .hrbench-persist holds the task's persisted paths outside WORKDIR (/output, /logs/artifacts)
-    assert result.output.split() == ["/app", ".hrbench-persist", "a.txt", "seed.txt"]
+    # the persisted paths outside WORKDIR (/output, /logs/artifacts) live beside it, not in it
+    assert result.output.split() == ["/app", "a.txt", "seed.txt"]
 
 
 def test_agent_cannot_reach_the_network(env: LocalEnvironment):
@@ -98,7 +98,7 @@ def test_checkpoint_snapshot_is_built_once_and_copied_per_trial(tmp_path: Path):
         env_a.exec("echo changed > b.txt", 10)
         assert (env_b.workspace / "b.txt").read_text().strip() == "8"
         assert backend.checkpoint_state(task, 2).stat().st_mtime_ns == stamp
-        assert (first / "b.txt").read_text().strip() == "8"
+        assert (first / "work" / "b.txt").read_text().strip() == "8"
     finally:
         env_a.close()
         env_b.close()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from pydantic import BaseModel
 
@@ -17,6 +17,14 @@ class ExecResult(BaseModel):
     output_bytes: int = 0  # how many bytes the command printed in all
     timed_out: bool = False
     duration_s: float
+
+
+class WorkdirFile(NamedTuple):
+    """A file of a trial's workdir (or persisted paths): its content, or the target of a symlink, and its mode."""
+
+    data: bytes | None = None
+    link: str | None = None
+    mode: int = 0o644
 
 
 class VerifierResult(BaseModel):
@@ -34,6 +42,10 @@ class VerifierResult(BaseModel):
     output_bytes: int = 0  # how many bytes it printed in all
     rewards: dict[str, float] = {}
     error: str | None = None
+    # Set when the verifier gave no usable reward because of what the agent did (filled the workspace,
+    # ran code that exhausted the verifier's memory or processes): the stage scores 0 with exit reason
+    # `failed` and this as its detail, never `verifier_error` (which would let an agent veto its failure).
+    agent_fault: str | None = None
     artifacts: list[str] = []  # sandbox paths collected after this verification (/logs/artifacts, declared)
 
 

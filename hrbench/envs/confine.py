@@ -18,8 +18,8 @@ unprivileged uid `SANDBOX_UID` with no capabilities, and the sandbox's capabilit
 user namespace that owns none of the host's mounts, sysctls or files. bwrap starts with an empty
 environment (the sandbox's pid 1 is a copy of it, so /proc/1/environ inside holds nothing).
 
-Limits are per trial where the host allows (a cgroup per trial: memory, pids) and per process
-otherwise (RLIMIT_AS, RLIMIT_NPROC); CPU time is per process (RLIMIT_CPU); every writable mount of
+Limits are per trial where the host allows (a cgroup per trial: memory, pids, cpu) and per process
+otherwise (RLIMIT_AS, RLIMIT_NPROC); CPU time is also bounded per process (RLIMIT_CPU); every writable mount of
 the sandbox is a sized tmpfs; files are bounded by RLIMIT_FSIZE. docs/security.md states what
 holds where.
 """
@@ -71,6 +71,8 @@ class SandboxLimits(BaseModel):
     shm_mb: int = Field(64, ge=1, description="size of /dev/shm (tmpfs)")
     workspace_mb: int = Field(1024, ge=1, description="size of the workspace (a tmpfs when hrbench is root; "
                                                       "otherwise the largest file, RLIMIT_FSIZE)")
+    cpus: float = Field(1.0, gt=0, description="CPU cores the trial may use at once (cpu cgroup quota), and an "
+                                               "equal scheduling weight per trial")
 
 
 def privileged() -> bool:
@@ -141,7 +143,7 @@ def namespace_args(*, network: bool = False, nested_userns: bool = False, env: d
 
 @functools.lru_cache(maxsize=1)
 def _cgroup_bases() -> dict[str, Path]:
-    """Where this process may create child cgroups, per controller (memory, pids).
+    """Where this process may create child cgroups, per controller (memory, pids, cpu).
 
     The base is the cgroup hrbench itself runs in (as /proc/self/cgroup names it), so a delegated
     subtree (systemd's Delegate=, a container's own cgroup) works as well as the root hierarchy."""
@@ -153,7 +155,7 @@ def _cgroup_bases() -> dict[str, Path]:
 
 
 def cgroup_bases(proc_cgroup: str, mountinfo: str) -> dict[str, Path]:
-    """The directory of this process's own memory and pids cgroups, from /proc/self/cgroup and
+    """The directory of this process's own memory, pids and cpu cgroups, from /proc/self/cgroup and
     /proc/self/mountinfo. A hierarchy may be mounted from inside (a container sees its own cgroup
     as the mount's root, while /proc/self/cgroup still names the full path), so the path is taken
     relative to the mount's root before it is joined to the mount point."""
@@ -174,7 +176,7 @@ def cgroup_bases(proc_cgroup: str, mountinfo: str) -> dict[str, Path]:
             if fstype == "cgroup2":
                 mounts.setdefault("<v2>", (fields[3], Path(fields[4])))
             elif fstype == "cgroup":
-                for name in ("memory", "pids"):
+                for name in CONTROLLERS:
                     if name in options:
                         mounts.setdefault(name, (fields[3], Path(fields[4])))
     except (ValueError, IndexError):
@@ -186,7 +188,7 @@ def cgroup_bases(proc_cgroup: str, mountinfo: str) -> dict[str, Path]:
         return None if relative.startswith("..") else point / ("" if relative == "." else relative)
 
     bases: dict[str, Path] = {}
-    for name in ("memory", "pids"):
+    for name in CONTROLLERS:
         if name in mounts and name in own:
             base = inside(name)
         elif "<v2>" in mounts and "<v2>" in own:
@@ -204,13 +206,19 @@ def cgroup_bases(proc_cgroup: str, mountinfo: str) -> dict[str, Path]:
     return bases
 
 
+CONTROLLERS = ("memory", "pids", "cpu")
+_CPU_PERIOD_US = 100_000
 _POOL_SIZE = 32  # emptied cgroups kept for reuse: creating and removing a memory cgroup is slow
 _pool: list[dict[str, Path]] = []
 _pool_lock = threading.Lock()
 
 
 class TrialCgroup:
-    """The cgroups (memory, pids) every sandboxed process of one trial joins; killed at its end.
+    """The cgroups (memory, pids, cpu) every sandboxed process of one trial joins; killed at its end.
+
+    cpu: a quota of `limits.cpus` cores (v1 cpu.cfs_quota_us, v2 cpu.max) and the default weight,
+    so a trial's busy loops and fork bombs share at most that much CPU between them, and every
+    trial (agent or verifier side) weighs the same to the scheduler however many processes it runs.
 
     Where a controller is unavailable the trial falls back to per-process rlimits (`enforced`
     says which controllers hold). `release` empties the cgroups and keeps them for the next trial
@@ -245,7 +253,14 @@ class TrialCgroup:
     def _limit(self, controller: str, group: Path) -> None:
         if controller == "memory":
             self._set_memory(group, self.limits.memory_mb * _MB)
-        else:
+        elif controller == "cpu":
+            quota = max(1000, round(self.limits.cpus * _CPU_PERIOD_US))
+            if (group / "cpu.cfs_quota_us").exists():  # cgroup v1
+                (group / "cpu.cfs_period_us").write_text(str(_CPU_PERIOD_US))
+                (group / "cpu.cfs_quota_us").write_text(str(quota))
+            else:
+                (group / "cpu.max").write_text(f"{quota} {_CPU_PERIOD_US}")
+        elif controller == "pids":
             (group / "pids.max").write_text(str(self.limits.max_pids))
 
     @staticmethod
@@ -275,6 +290,25 @@ class TrialCgroup:
         files = {str(group / "tasks") if (group / "tasks").exists() else str(group / "cgroup.procs")
                  for group in self.dirs.values()}
         return sorted(files)
+
+    def limit_events(self) -> dict[str, int]:
+        """How often the trial's processes have met its bounds so far: OOM kills (memory) and refused
+        forks (pids). Cumulative over a pooled group's life: compare two readings."""
+        events: dict[str, int] = {}
+        for controller, file, key in (("memory", "memory.events", "oom_kill"), ("memory", "memory.oom_control", "oom_kill"),
+                                      ("pids", "pids.events", "max")):
+            group = self.dirs.get(controller)
+            if group is None or key in events and controller == "memory":
+                continue
+            try:
+                text = (group / file).read_text()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                name, _, value = line.partition(" ")
+                if name == key:
+                    events["oom_kill" if controller == "memory" else "fork_refused"] = int(value)
+        return events
 
     def pids(self) -> set[int]:
         found: set[int] = set()
@@ -513,11 +547,13 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def mount_sized_tmpfs(path: Path, size_mb: int) -> bool:
-    """Mount a tmpfs of `size_mb` on `path`, owned by the sandbox uid (root only); False if not possible."""
+def mount_sized_tmpfs(path: Path, size_mb: int, harness_owned: bool = False) -> bool:
+    """Mount a tmpfs of `size_mb` on `path` (root only; False if not possible), its root owned by the
+    sandbox uid, or with `harness_owned` by the harness and traversable only (0711)."""
     if not privileged():
         return False
-    data = f"size={size_mb}m,mode=0755,uid={SANDBOX_UID},gid={SANDBOX_GID}".encode()
+    owner = "mode=0711,uid=0,gid=0" if harness_owned else f"mode=0755,uid={SANDBOX_UID},gid={SANDBOX_GID}"
+    data = f"size={size_mb}m,{owner}".encode()
     ok = _libc().mount(b"tmpfs", str(path).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, data) == 0
     return ok
 

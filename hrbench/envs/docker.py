@@ -40,9 +40,9 @@ import threading
 import time
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
-from hrbench.envs.base import ExecResult, SandboxError, VerifierResult, ready_for_first_stage, task_env
+from hrbench.envs.base import ExecResult, SandboxError, VerifierResult, WorkdirFile, ready_for_first_stage, task_env
 from hrbench.envs.confine import SANDBOX_PATH
 from hrbench.envs.local import (
     CHECK_LIBRARY,
@@ -255,14 +255,6 @@ while True:
         break
     buf += chunk
 """
-
-
-class WorkdirFile(NamedTuple):
-    """A file of a container's workdir: its content, or the target of a symlink, and its mode."""
-
-    data: bytes | None = None
-    link: str | None = None
-    mode: int = 0o644
 
 
 def _client(docker_host: str | None = None) -> docker.DockerClient:

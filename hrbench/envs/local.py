@@ -10,9 +10,11 @@ from __future__ import annotations
 import fcntl
 import functools
 import json
+import logging
 import math
 import os
 import select
+import shlex
 import shutil
 import stat
 import subprocess
@@ -21,11 +23,18 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hrbench.envs.base import ExecResult, SandboxError, VerifierResult, ready_for_first_stage, task_env
+from hrbench.envs import states
+from hrbench.envs.base import (
+    ExecResult,
+    SandboxError,
+    VerifierResult,
+    WorkdirFile,
+    ready_for_first_stage,
+    task_env,
+)
 from hrbench.envs.confine import (
     LAUNCH_ENV,
     SANDBOX_PATH,
-    SANDBOX_UID,
     SandboxLimits,
     TrialCgroup,
     area_tempdir,
@@ -33,7 +42,6 @@ from hrbench.envs.confine import (
     confined_argv,
     mount_sized_tmpfs,
     namespace_args,
-    privileged,
     root_mounts,
     sandbox_area,
     sandbox_owner,
@@ -55,36 +63,75 @@ if TYPE_CHECKING:
 
 __all__ = ["LocalBackend", "LocalEnvironment", "SandboxLimits", "bwrap_available", "copy_tree"]
 
+log = logging.getLogger(__name__)
 CHECK_LIBRARY = Path(__file__).resolve().parent.parent / "tasks" / "checks.sh"
 EXEC_OUTPUT_LIMIT = 256 * 1024  # head + tail kept of one exec's output
 VERIFIER_OUTPUT_LIMIT = 64 * 1024  # head + tail kept of a verifier's output
 _KILL_GRACE_S = 5.0
-# Paths outside WORKDIR that persist (Task.persist) live in the workspace under this folder, so that
-# snapshots, restores and workspace limits cover them like WORKDIR's own files.
+# A trial's directory (and every cached state: the same layout) belongs to the harness (mode 0711; as
+# root its own tmpfs of `workspace_mb`, so the size bound covers it all): `work/` is bound at WORKDIR
+# and `persist/<path>` at each persisted path outside it (Task.persist: /output, /logs/artifacts, ...).
+# The agent writes only inside those leaves, through their binds, and cannot reach the directories
+# that hold them: so no path the host resolves (a bind source, a copy, a snapshot) runs through a
+# directory the agent can write (docs/security.md, "Paths the host touches").
+WORK_DIR = "work"
+PERSIST_ROOT = "persist"
+# How persisted paths are named in `workdir_files` (relative to the workdir), on both backends.
 PERSIST_DIR = ".hrbench-persist"
 # What verifiers get besides the host's /usr (docs/tasks.md, "verifier tooling"): `python` for
 # `python3`; pytest is Debian's python3-pytest (scripts/verifier_toolchain.sh installs it).
 VERIFIER_TOOLCHAIN = "/opt/hrbench-verifier/bin"
+# The step's files win over what the agent left at their paths (Harbor's upload overwrites): a symlink
+# or a non-directory where the step has a directory is removed first, and files replace files.
+_STEP_COPY = r"""W={workdir}; cd {files} && find . -mindepth 1 -type d -print0 | while IFS= read -r -d '' d; do
+  t="$W/$d"; if [ -L "$t" ] || {{ [ -e "$t" ] && [ ! -d "$t" ]; }}; then rm -f "$t"; fi; done
+cp -R -P --remove-destination --preserve=mode,timestamps,links {files}/. "$W/" \
+  || {{ echo 'hrbench: copying the step workdir/ files failed'; exit 1; }}
+cd "$W"
+"""
+_FULL_BYTES = 1 << 20  # a sized workspace with less free space than this is full
+STEP_FILES = "/opt/hrbench-step-workdir"  # a step's workdir/ files, bound read-only while they are copied in
 
 
-def _sandbox_args(workspace: Path, workdir: str, limits: SandboxLimits, extra: list[str] | None = None,
+def _sandbox_args(root: Path, workdir: str, limits: SandboxLimits, extra: list[str] | None = None,
                   nested_userns: bool = False, env: dict[str, str] | None = None,
                   persist: tuple[str, ...] = ()) -> list[str]:
-    """bwrap arguments: the shared root, the workspace at `workdir`, the persisted paths outside it,
-    then `extra` mounts."""
+    """bwrap arguments: the shared root, the trial's `work/` at `workdir`, its persisted paths outside
+    it, then `extra` mounts. Every source is under `root`, whose directories the agent cannot write."""
     # after `extra`: the verifier's /logs is mounted first, then /logs/artifacts over it
-    binds = [a for path in persist for a in ("--bind", str(workspace / PERSIST_DIR / path.lstrip("/")), path)]
-    return (root_mounts(limits) + ["--dir", str(Path(workdir).parent), "--bind", str(workspace), workdir]
+    binds = [a for path in persist for a in ("--bind", str(root / PERSIST_ROOT / path.lstrip("/")), path)]
+    return (root_mounts(limits) + ["--dir", str(Path(workdir).parent), "--bind", str(root / WORK_DIR), workdir]
             + (extra or []) + binds + namespace_args(nested_userns=nested_userns, env=env, chdir=workdir))
 
 
-def ensure_persist_dirs(workspace: Path, task: Task) -> None:
-    """Create the folders that back the task's persisted paths (owned by the sandbox uid)."""
-    for path in task.persist:
-        folder = workspace / PERSIST_DIR / path.lstrip("/")
-        if not folder.is_dir():
-            folder.mkdir(parents=True, exist_ok=True)
-            sandbox_owner(workspace / PERSIST_DIR)
+def prepare_trial_dir(root: Path, task: Task) -> None:
+    """Create what is missing of a trial directory's layout: `work/` and the folders behind the task's
+    persisted paths. The leaves the sandbox binds are the sandbox uid's; every directory that holds
+    them is the harness's (0711), so the agent can never swap a bind source for a symlink."""
+    _harness_dir(root)
+    for rel in (WORK_DIR, *(f"{PERSIST_ROOT}/{path.strip('/')}" for path in task.persist)):
+        node = root
+        parts = rel.split("/")
+        for depth, part in enumerate(parts):
+            node = node / part
+            leaf = depth == len(parts) - 1
+            try:
+                info = node.lstat()
+            except FileNotFoundError:
+                node.mkdir(mode=0o755 if leaf else 0o711)
+                if leaf:
+                    sandbox_owner(node)
+                else:
+                    _harness_dir(node)
+                continue
+            if not stat.S_ISDIR(info.st_mode) or (not leaf and info.st_uid != os.geteuid()):
+                raise SandboxError(f"{node} is not a directory of the harness's: the trial directory's layout "
+                                   "was changed from outside")
+
+
+def _harness_dir(path: Path) -> None:
+    """A directory of the trial's layout that the sandbox may traverse but not write."""
+    os.chmod(path, 0o711)
 
 
 @functools.cache
@@ -188,28 +235,39 @@ class LocalEnvironment:
     environment, so memory and process limits hold for the trial as a whole, and `verify` and
     `close` can end all of them."""
 
-    def __init__(self, task: Task, workspace: Path, memory_mb: int = 1024, owns_workspace: bool = True,
+    def __init__(self, task: Task, root: Path, memory_mb: int = 1024, owns_workspace: bool = True,
                  limits: SandboxLimits | None = None, mounted: bool = False):
         self.task = task
-        self.workspace = workspace
+        self.root = root  # the trial directory (the harness's): work/ and persist/
+        self.workspace = root / WORK_DIR  # what the sandbox sees at WORKDIR
         self.limits = limits or SandboxLimits(memory_mb=memory_mb)
         self.memory_mb = self.limits.memory_mb
         self._owns = owns_workspace
         self._mounted = mounted
         self._shells: list[PersistentShell] = []
         self._cgroup: TrialCgroup | None = None
+        self._verifier_cgroup: TrialCgroup | None = None
         self._begun: set[int] = set()  # stages whose workdir files, setup.sh and healthcheck ran
         self.artifacts_dir: Path | None = None  # where verify() copies artifacts (per stage), when set
 
     def _args(self, extra: list[str] | None = None, **kwargs) -> list[str]:
-        return _sandbox_args(self.workspace, self.task.workdir, self.limits, extra, persist=self.task.persist,
+        return _sandbox_args(self.root, self.task.workdir, self.limits, extra, persist=self.task.persist,
                              **kwargs)
 
     @property
     def cgroup(self) -> TrialCgroup:
+        """The agent side's cgroups: its commands and shells, setup.sh, solution replay."""
         if self._cgroup is None:
-            self._cgroup = TrialCgroup(self.workspace.name, self.limits)
+            self._cgroup = TrialCgroup(self.root.name, self.limits)
         return self._cgroup
+
+    @property
+    def verifier_cgroup(self) -> TrialCgroup:
+        """The verifier's own cgroups, siblings of the agent's: what the agent used (workspace pages
+        charged to its memory, its process count, its CPU) is not taken from the verifier's budget."""
+        if self._verifier_cgroup is None:
+            self._verifier_cgroup = TrialCgroup(self.root.name + "-verifier", self.limits)
+        return self._verifier_cgroup
 
     @property
     def workspace_is_sized(self) -> bool:
@@ -266,13 +324,7 @@ class LocalEnvironment:
             return
         self._begun.add(stage.index)
         if stage.workdir_files is not None:
-            for item in sorted(stage.workdir_files.iterdir()):
-                target = self.workspace / item.name
-                if item.is_dir():
-                    shutil.copytree(item, target, symlinks=True, dirs_exist_ok=True)
-                else:
-                    shutil.copy2(item, target, follow_symlinks=False)
-            sandbox_owner(self.workspace)
+            self._copy_step_files(stage)
         if stage.setup_script is not None:
             script = f"{self.task.workdir}/setup.sh"
             result = self.exec(f"bash {script}; code=$?; rm -f {script}; exit $code\n",
@@ -282,6 +334,24 @@ class LocalEnvironment:
                                    f"(exit {result.exit_code}):\n{result.output[-800:]}")
         if stage.healthcheck is not None:
             self.healthcheck(stage.healthcheck, f"[steps.healthcheck] of step {stage.name!r}")
+
+    def _copy_step_files(self, stage: Stage) -> None:
+        """The step's workdir/ files into WORKDIR, copied by the sandbox itself into its own view: the
+        workspace holds what the agent left, and a symlink there must not lead a host-side copy out of
+        it. Staged in the sandbox area as the sandbox uid (bwrap resolves a bind source as that uid)."""
+        staged = area_tempdir("step")
+        try:
+            shutil.copytree(stage.workdir_files, staged / "files", symlinks=True)
+            sandbox_owner(staged / "files")
+            args = self._args(["--ro-bind", str(staged / "files"), STEP_FILES], env=task_env(self.task))
+            result = run_confined(confined_argv(args, ["/bin/bash", "-s"], self.limits, self.cgroup),
+                                  _STEP_COPY.format(files=STEP_FILES, workdir=shlex.quote(self.task.workdir)),
+                                  stage.agent_timeout_sec or self.task.agent_timeout_sec, self.cgroup)
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)
+        if result.exit_code != 0:
+            raise SandboxError(f"task {self.task.name!r}: copying steps/{stage.name}/workdir/ into the workspace "
+                               f"failed (exit {result.exit_code}):\n{result.output[-800:]}")
 
     def healthcheck(self, check: Healthcheck, what: str) -> None:
         """Docker HEALTHCHECK semantics: healthy at the first passing run; failures during
@@ -340,17 +410,23 @@ class LocalEnvironment:
                 env["PATH"] = f"{VERIFIER_TOOLCHAIN}:{env.get('PATH', SANDBOX_PATH)}"
                 args = self._args(extra, nested_userns=True, env=env)
                 timeout = stage.verifier_timeout_sec or self.task.verifier_timeout_sec
-                result = run_confined(confined_argv(args, ["/bin/bash", "/tests/test.sh"], self.limits, self.cgroup),
-                                      "", timeout, self.cgroup, VERIFIER_OUTPUT_LIMIT)
-                if self._cgroup is not None and not self._cgroup.kill():
+                group = self.verifier_cgroup
+                events = group.limit_events()
+                result = run_confined(confined_argv(args, ["/bin/bash", "/tests/test.sh"], self.limits, group),
+                                      "", timeout, group, VERIFIER_OUTPUT_LIMIT)
+                if not group.kill():
                     raise SandboxError("the verifier's processes could not be killed; its reward is not read")
+                agent_fault = None
                 try:
                     rewards = _read_rewards(logs / "verifier")
                     reward, error = _unit(primary_reward(rewards)), None
                 except RewardError as exc:
                     rewards, reward, error = {}, 0.0, str(exc)
+                    agent_fault = self._agent_fault(events, group.limit_events())
                 if result.timed_out and error is not None:
                     error = f"the verifier timed out after {timeout:g}s ([verifier] timeout_sec); {error}"
+                if agent_fault is not None:
+                    agent_fault, error = f"{agent_fault}; the verifier gave no reward ({error})", None
             finally:
                 if mounted_logs:
                     unmount(logs)
@@ -364,8 +440,24 @@ class LocalEnvironment:
             duration_s=result.duration_s,
             rewards=rewards,
             error=error,
+            agent_fault=agent_fault,
             artifacts=self._collect_artifacts(stage),
         )
+
+    def _agent_fault(self, before: dict[str, int], after: dict[str, int]) -> str | None:
+        """Why a verifier that left no reward could not, when the agent caused it: the verifier runs
+        in its own cgroups with the trial's full budget, on the workspace the agent left, so a full
+        workspace or a verifier that met its memory or process bound (running the agent's code) is
+        the agent's doing. None: nothing the agent did explains it (a harness or task fault)."""
+        if self._mounted:
+            fs = os.statvfs(self.workspace)
+            if fs.f_bavail * fs.f_frsize < _FULL_BYTES or fs.f_favail == 0:
+                return f"the agent left its workspace full ({self.limits.workspace_mb} MB)"
+        for event, what in (("oom_kill", f"its memory bound ({self.limits.memory_mb} MB)"),
+                            ("fork_refused", f"its process bound ({self.limits.max_pids})")):
+            if after.get(event, 0) > before.get(event, 0):
+                return f"the verifier, running on the agent's workspace, met {what}"
+        return None
 
     def _collect_artifacts(self, stage: Stage) -> list[str]:
         """/logs/artifacts and the declared artifacts present after `stage`; saved (bounded, symlinks
@@ -387,7 +479,7 @@ class LocalEnvironment:
         if path == workdir or path.startswith(workdir + "/"):
             base, rel = self.workspace, path[len(workdir):].strip("/")
         else:
-            base, rel = self.workspace / PERSIST_DIR, path.strip("/")
+            base, rel = self.root / PERSIST_ROOT, path.strip("/")
         node = base
         for part in [p for p in rel.split("/") if p]:
             if part == ".." or node.is_symlink():
@@ -395,17 +487,39 @@ class LocalEnvironment:
             node = node / part
         return node
 
+    def workdir_files(self) -> dict[str, WorkdirFile]:
+        """Every file and symlink of the workdir (and of the persisted paths, under PERSIST_DIR/),
+        keyed by path relative to the workdir: what the audit's tamper check compares. Read without
+        following any symlink; fifos, sockets and devices are left out."""
+        files: dict[str, WorkdirFile] = {}
+        roots = [(self.workspace, "")] + [(self.root / PERSIST_ROOT / p.strip("/"), f"{PERSIST_DIR}/{p.strip('/')}/")
+                                          for p in self.task.persist]
+        for base, prefix in roots:
+            for folder, dirs, names in os.walk(base):
+                for name in names + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+                    path = os.path.join(folder, name)
+                    rel = prefix + os.path.relpath(path, base)
+                    info = os.lstat(path)
+                    if stat.S_ISLNK(info.st_mode):
+                        files[rel] = WorkdirFile(link=os.readlink(path))
+                    elif stat.S_ISREG(info.st_mode):
+                        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                        with os.fdopen(fd, "rb") as fh:
+                            files[rel] = WorkdirFile(data=fh.read(), mode=info.st_mode)
+        return files
+
     def close(self) -> None:
-        """End every process of the environment, release its cgroup, remove the workspace if owned."""
+        """End every process of the environment, release its cgroups, remove the trial directory if owned."""
         self.stop_agent_processes()
-        if self._cgroup is not None:
-            self._cgroup.release()
-            self._cgroup = None
+        for group in (self._cgroup, self._verifier_cgroup):
+            if group is not None:
+                group.release()
+        self._cgroup = self._verifier_cgroup = None
         if self._owns:
             if self._mounted:
-                unmount(self.workspace)
+                unmount(self.root)
                 self._mounted = False
-            shutil.rmtree(self.workspace, ignore_errors=True)
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
 def _unit(value: object) -> float:
@@ -526,17 +640,33 @@ class LocalBackend:
     def _state_dir(self, task: Task, stages_done: int) -> Path:
         return self.cache_dir / "states" / task.slug / task.content_hash()[:12] / f"after-{stages_done}"
 
+    def _cache(self, kind: str) -> Path:
+        """A folder of the cache, the harness's only (0700): no sandbox uid can reach a cached state."""
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        folder = self.cache_dir / kind
+        folder.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(folder, 0o700)
+        return folder
+
     def checkpoint_state(self, task: Task, stages_done: int) -> Path:
-        """Snapshot of the oracle state after the first `stages_done` stages, built once and reused."""
+        """Snapshot of the oracle state after the first `stages_done` stages, built once and reused.
+
+        Sealed with its content hash when built (states.seal) and checked at every reuse: a state that
+        no longer matches (edited from outside) is logged and rebuilt."""
         self.check_supported(task)
+        self._cache("states")
         target = self._state_dir(task, stages_done)
         target.parent.mkdir(parents=True, exist_ok=True)
         # A thread lock for this process and a file lock for other processes (Dagster's
         # multiprocess executor runs partitions of the same task side by side).
         with self._lock(str(target)), open(target.with_name(target.name + ".lock"), "w") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
-            if target.is_dir():
-                return target
+            if target.is_dir() and not target.is_symlink():
+                problem = states.check(target)
+                if problem is None:
+                    return target
+                log.warning("checkpoint state %s: %s; rebuilding it", target, problem)
+                shutil.rmtree(target)
             previous = self.checkpoint_state(task, stages_done - 1) if stages_done > 0 else None
             self.scratch_dir.mkdir(parents=True, exist_ok=True)
             # built where the sandbox uid can reach it, then moved next to its target and renamed
@@ -544,15 +674,17 @@ class LocalBackend:
             try:
                 building = staging / "state"
                 if previous is None:
-                    building.mkdir()
+                    building.mkdir(mode=0o711)
                     self._materialize_initial(task, building)
                 else:
                     copy_tree(previous, building)
                     self._replay(task, stages_done, building)
                 moved = target.with_name(target.name + f".building-{os.getpid()}")
                 shutil.rmtree(moved, ignore_errors=True)
-                copy_tree(building, moved)  # `cp -a`: keeps the sandbox uid as owner
+                copy_tree(building, moved)  # `cp -a`: keeps owners (the harness's layout, the sandbox uid's leaves)
+                sha256 = states.tree_sha256(moved)
                 os.replace(moved, target)  # atomic: a crash never leaves a half-built snapshot in use
+                states.seal(target, sha256)  # a crash before this: no record, so the state is rebuilt
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
             return target
@@ -574,7 +706,9 @@ class LocalBackend:
                 f"{result.output[-800:]}\n{check.output[-800:]}"
             )
 
-    def _materialize_initial(self, task: Task, dest: Path) -> None:
+    def _materialize_initial(self, task: Task, root: Path) -> None:
+        prepare_trial_dir(root, task)
+        dest = root / WORK_DIR
         for source, rel in task.initial_files:
             target = dest / rel if rel else dest
             if source.is_dir():
@@ -582,7 +716,6 @@ class LocalBackend:
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, target if rel else dest / source.name)
-        ensure_persist_dirs(dest, task)
         sandbox_owner(dest)
         if task.setup_script is not None:
             env = LocalEnvironment(task, dest, owns_workspace=False, limits=self.limits)
@@ -594,7 +727,7 @@ class LocalBackend:
                 raise SandboxError(f"task {task.name!r}: environment/setup.sh failed:\n{result.output[-800:]}")
 
     def _agent_state_dir(self, state: str) -> Path:
-        return self.cache_dir / "agent-states" / state
+        return self._cache("agent-states") / state
 
     def save_state(self, env: LocalEnvironment, state: str) -> None:
         """Copy the workspace as the agent left it into the cache (a solution-conditioned checkpoint's e_{i-1}).
@@ -605,9 +738,12 @@ class LocalBackend:
         target.parent.mkdir(parents=True, exist_ok=True)
         building = target.with_name(target.name + f".building-{os.getpid()}-{threading.get_ident()}")
         shutil.rmtree(building, ignore_errors=True)
-        copy_tree(env.workspace, building)  # `cp -a`: keeps the sandbox uid as owner
+        env.stop_agent_processes()  # nothing of the agent's may change the workspace while it is copied
+        copy_tree(env.root, building)  # `cp -a`, never following a symlink: keeps owners
+        sha256 = states.tree_sha256(building)
         shutil.rmtree(target, ignore_errors=True)
         os.replace(building, target)
+        states.seal(target, sha256)
 
     def start(self, task: Task, stages_done: int = 0, state: str | None = None) -> LocalEnvironment:
         """A fresh private copy of the checkpoint state, for one trial (a sized tmpfs when root).
@@ -623,22 +759,24 @@ class LocalBackend:
                 raise SandboxError(f"task {task.name!r}: no saved agent state {state!r} under {snapshot.parent} "
                                    "(its prefix rollout is journaled but the cache was cleared?); remove the study's "
                                    "prefix journal of this agent and task so its prefix_rollouts run again")
+            problem = states.check(snapshot)
+            if problem is not None:  # the agent's own state cannot be rebuilt: refuse it
+                raise SandboxError(f"task {task.name!r}: saved agent state {snapshot}: {problem}; remove it and the "
+                                   "study's prefix journal of this agent and task so its prefix_rollouts run again")
         self.scratch_dir.mkdir(parents=True, exist_ok=True)
-        workspace = area_tempdir("ws", self.scratch_dir)
-        mounted = mount_sized_tmpfs(workspace, self.limits.workspace_mb)
+        root = area_tempdir("ws", self.scratch_dir)
+        mounted = mount_sized_tmpfs(root, self.limits.workspace_mb, harness_owned=True)
         try:
-            copy_tree(snapshot, workspace)
-            if privileged() and snapshot.stat().st_uid != SANDBOX_UID:  # a snapshot from before the uid drop
-                sandbox_owner(workspace)
+            copy_tree(snapshot, root)
         except (OSError, subprocess.CalledProcessError) as exc:
             if mounted:
-                unmount(workspace)
-            shutil.rmtree(workspace, ignore_errors=True)
+                unmount(root)
+            shutil.rmtree(root, ignore_errors=True)
             raise SandboxError(f"task {task.name!r}: cannot copy the snapshot into a workspace of "
                                f"{self.limits.workspace_mb} MB: {exc}") from exc
-        env = LocalEnvironment(task, workspace, owns_workspace=True, limits=self.limits, mounted=mounted)
+        env = LocalEnvironment(task, root, owns_workspace=True, limits=self.limits, mounted=mounted)
         try:
-            ensure_persist_dirs(workspace, task)
+            prepare_trial_dir(root, task)
         except BaseException:
             env.close()
             raise
@@ -649,7 +787,7 @@ class LocalBackend:
         """State repair: replace the workspace contents by the oracle state e_{stages_done}."""
         snapshot = self.checkpoint_state(env.task, stages_done)
         env.stop_agent_processes()
-        clear_dir(env.workspace)
-        copy_tree(snapshot, env.workspace)
-        ensure_persist_dirs(env.workspace, env.task)
+        clear_dir(env.root)
+        copy_tree(snapshot, env.root)
+        prepare_trial_dir(env.root, env.task)
         env._begun = {i for i in env._begun if i < stages_done}  # the next stage's setup runs again

@@ -310,6 +310,8 @@ def _verified(phase: _StagePhase, env: Environment, agent: Agent, stage: Stage, 
                       f"command; the verifier gave reward {verdict.reward:g}")
     if verdict.error and reason not in ("harness_error", "limit_exceeded"):
         reason = "verifier_error"  # no usable reward file: not the agent's failure, retried on resume
+    elif verdict.agent_fault and reason not in ("harness_error", "limit_exceeded"):
+        reason, detail = "failed", verdict.agent_fault  # the agent kept its verifier from running: its failure
     if rollout.recorder:
         rollout.recorder.system(f"part {stage.index + 1} verified: reward {verdict.reward:g} "
                                 f"({'passed' if verdict.passed else 'failed'})", stage.index,

@@ -26,11 +26,10 @@ from hrbench.report.context import (
     report_context,
     report_figures,
 )
+from hrbench.catalogue import NATURAL_TRIALS, OBSERVED_SUCCESS, STAGE_ESTIMATES, TASK_DEPTH, Table
 from hrbench.stores import StudyStores
 from hrbench.structure.tables import dense_table
 from hrbench.transduction.positions import position_table, record_scores
-
-DEPTH_TABLE = "task_depth"  # one row per task: task, depth, depth_status, n_turns (when a study measures D)
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("hrbench.report", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
@@ -75,15 +74,17 @@ def _records(frame: pd.DataFrame) -> list[TrialRecord]:
 
 
 def study_inputs(design: StudyDesign, tables: ReportTables, stores: StudyStores | None = None) -> ReportInputs:
-    """The plain tables of one study version: the given residual tables, plus what `stores` hold."""
-    def stored(asset: str, per_condition: bool = True) -> pd.DataFrame:
+    """The plain tables of one study version: the given residual tables, plus the catalogue's other tables the
+    report reads (`report_reads`: natural trials, stage estimates, observed success, task depth) from `stores`.
+    The report asset declares them all upstream (assets/report.py)."""
+    def stored(table: Table) -> pd.DataFrame:
         if stores is None:
             return pd.DataFrame()
-        names = [stores.table_name(asset, c) for c in design.study.condition_names] if per_condition else [asset]
+        names = table.keys(design.study.condition_names)
         frames = [f for f in (_mine(design, stores.read_all(n)) for n in names) if len(f)]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
-    natural = stored("natural_trials")
+    natural = stored(NATURAL_TRIALS)
     dense = pd.DataFrame([r.model_dump() for r in dense_table(_records(natural), design.tasks)]) if len(natural) \
         else pd.DataFrame()
     # per-record scores the transduction verifiers kept, from the baseline's natural rollouts (one history
@@ -92,8 +93,8 @@ def study_inputs(design: StudyDesign, tables: ReportTables, stores: StudyStores 
     positions = position_table(record_scores(baseline, design.tasks), level=design.study.bootstrap.level)
     return ReportInputs(residuals=tables.residuals, contrasts=tables.contrasts, sensitivity=tables.sensitivity,
                         claims=tables.claims,
-                        stage_estimates=stored("stage_estimates"), observed=stored("observed_success"),
-                        natural=natural, catalog=design.catalog(), depth=stored(DEPTH_TABLE, per_condition=False),
+                        stage_estimates=stored(STAGE_ESTIMATES), observed=stored(OBSERVED_SUCCESS),
+                        natural=natural, catalog=design.catalog(), depth=stored(TASK_DEPTH),
                         dense=dense, positions=positions)
 
 

@@ -256,13 +256,8 @@ def _digest(file: WorkdirFile) -> str:
 
 
 def _files(env: LocalEnvironment | DockerEnvironment) -> dict[str, WorkdirFile]:
-    """The environment's workdir files by relative path: the workspace directory on local, read
-    through the Docker API (an archive of the container's workdir) on docker."""
-    if isinstance(env, LocalEnvironment):
-        root = env.workspace
-        return {str(p.relative_to(root)): WorkdirFile(link=str(p.readlink())) if p.is_symlink()
-                else WorkdirFile(data=p.read_bytes(), mode=p.stat().st_mode)
-                for p in root.rglob("*") if p.is_file() or p.is_symlink()}
+    """The environment's workdir files (and persisted paths) by relative path, read without following
+    symlinks: from the trial directory on local, through the Docker API on docker."""
     return env.workdir_files()
 
 

@@ -372,7 +372,9 @@ def save_artifacts(found: list[tuple[str, Path]], dest: Path, limit_bytes: int =
                 return
             target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            with open(host, "rb") as src, open(target, "wb") as out:
+            # no-follow even here, where no agent process is left to swap the file for a link
+            with os.fdopen(os.open(host, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as src, \
+                    open(target, "wb") as out:
                 copied = _copy_at_most(src, out, limit_bytes - used)
             used += copied
             entries.append(SavedArtifact(path=sandbox, saved=rel, bytes=copied, status="saved"))

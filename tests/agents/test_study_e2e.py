@@ -45,7 +45,7 @@ def test_llm_study_runs_end_to_end_and_yields_residual_rows(server, tmp_path):
     study.write_text(STUDY.read_text().replace("REGISTRY", str(FIXTURES / "registry"))
                      .replace("BASE_URL", server.base_url))
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "hrbench.cli", "run", str(study), "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(study), "--out", str(out)],
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 

@@ -10,7 +10,7 @@ import yaml
 from dagster import DagsterInstance, build_sensor_context
 
 from pipelines.builder import build_definitions
-from pipelines.defs.study.partitions import AGENTS
+from assets.partitions import AGENTS
 from pipelines.materialize import launch_step, run_study
 from tests.deploy.conftest import snapshot, write_study
 from tests.conftest import stored_table

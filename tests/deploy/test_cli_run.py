@@ -13,7 +13,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from hrbench.cli import app
+from pipelines.cli import app
 from tests.conftest import TINY_STUDY, TINY_TASK
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ def test_a_failed_run_prints_one_line_and_names_the_log(tmp_path: Path):
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(study))
     out = tmp_path / "out"
-    result = subprocess.run([sys.executable, "-m", "hrbench.cli", "run", str(path), "--out", str(out)], cwd=REPO,
+    result = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(path), "--out", str(out)], cwd=REPO,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if line.strip()]
@@ -53,7 +53,7 @@ def test_run_output_redirected_keeps_full_lines(tmp_path: Path):
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(study))
     out = tmp_path / "out"
-    result = subprocess.run([sys.executable, "-m", "hrbench.cli", "run", str(path), "--out", str(out)], cwd=REPO,
+    result = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(path), "--out", str(out)], cwd=REPO,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     prereg = json.loads((out / "preregistration.json").read_text())["prereg_sha256"]

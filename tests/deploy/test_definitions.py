@@ -8,12 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dagster import DefaultScheduleStatus, DefaultSensorStatus
+import yaml
+from dagster import AssetKey, DefaultScheduleStatus, DefaultSensorStatus
 
 from hrbench.preregistration import code_version
 from pipelines.builder import build_definitions
 from hrbench.protocol import load_study
-from pipelines.defs.study.jobs import steps_for
+from hrbench.steps import steps_for
 from tests.conftest import TINY_STUDY
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,6 +39,21 @@ def test_assets_have_groups_code_versions_automation_and_batched_backfills(tmp_p
     # every asset is in exactly one step job (the per-condition branch and the new assets included)
     in_steps = [a for s in steps for a in s.assets]
     assert sorted(in_steps) == sorted(k.to_user_string() for k in graph.get_all_asset_keys())
+
+
+def test_the_report_has_every_table_it_reads_upstream(tmp_path: Path):
+    """Issue 22: the natural trials, stage estimates, observed success and task depth the report reads from the
+    stores are its upstream assets, beside the residuals and aggregates it loads."""
+    study = yaml.safe_load(TINY_STUDY.read_text())
+    study.update(tasks={"registry": str(TINY_STUDY.parent.parent / "registry")}, conditions=["baseline", "context_reset"],
+                 depth={"agents": ["steady"]})
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(study))
+    graph = build_definitions(path, tmp_path / "out").resolve_asset_graph()
+    parents = {k.to_user_string() for k in graph.get(AssetKey("study_report")).parent_keys}
+    per_condition = ("natural_trials", "stage_estimates", "observed_success", "horizon_residuals")
+    assert parents == {*(f"{c}/{n}" for c in ("baseline", "context_reset") for n in per_condition), "task_depth",
+                       "intervention_contrasts", "sensitivity_sweep", "resource_accounting"}
 
 
 def test_schedule_and_automation_are_off_unless_the_deployment_opts_in(tmp_path: Path, monkeypatch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -98,6 +99,11 @@ def test_lineage_shows_the_chain_expected_before_observed(finished):
         assert f"agent {agent}  registration {registration['agent_sha256'][:12]}" in output
     assert output.count("expected before observed") == 2 and "ORDER NOT SHOWN" not in output
     assert "tiny-chain:" in output and "Γ=" in output
+    # the report's inputs, the four it reads from the stores among them (issue 22)
+    report = output[output.index("report report.html, summary.json"):]
+    for table in ("baseline/natural_trials", "baseline/stage_estimates", "baseline/observed_success",
+                  "baseline/horizon_residuals", "sensitivity_sweep", "resource_accounting"):
+        assert re.search(rf"^  {table} +\d+ tables, \d+ rows, last written ", report, re.MULTILINE), (table, report)
 
 
 def test_materializations_carry_hashes_run_ids_relative_paths_and_input_versions(finished):
@@ -128,7 +134,7 @@ def test_a_finished_study_run_again_launches_nothing_and_changes_nothing(finishe
 
 def test_blocking_check_refuses_a_table_whose_hashes_match_no_registration(copy: Path):
     from pipelines.builder import build_definitions
-    from pipelines.defs.study.checks import REGISTERED, registration_problems
+    from assets.checks import REGISTERED, registration_problems
 
     assert registration_problems(copy, "baseline/horizon_residuals", ["steady", "rotting"]) == []
     key = "tables/baseline/horizon_residuals/steady.parquet"

@@ -62,7 +62,7 @@ def test_a_study_of_oracle_and_sim_on_a_task_with_solution_helpers_runs_end_to_e
     study = tmp_path / "study.yaml"
     study.write_text(STUDY.format(registry=registry))
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "hrbench.cli", "run", str(study), "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(study), "--out", str(out)],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     stores = StudyStores(out)  # the tables as the suite's store holds them (local or S3)

@@ -35,7 +35,7 @@ def backend(tmp_path: Path) -> LocalBackend:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hrbench.cli", *args], capture_output=True, text=True, check=False)
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True, check=False)
 
 
 # -- 1. the task model --------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def audit_output() -> str:
-    result = subprocess.run([sys.executable, "-m", "hrbench.cli", "tasks", "audit", str(PUBLISHED)],
+    result = subprocess.run([sys.executable, "-m", "pipelines.cli", "tasks", "audit", str(PUBLISHED)],
                             capture_output=True, text=True, timeout=900, check=False)
     assert result.returncode == 1  # the two refused tasks
     return result.stdout

@@ -34,7 +34,7 @@ def test_real_model_study_ends_every_trial_with_an_outcome_and_real_tokens(real_
     study.write_text((HERE / "real_study.yaml").read_text().replace("REGISTRY", str(FIXTURES / "registry"))
                      .replace("BASE_URL", real_server))
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "hrbench.cli", "run", str(study), "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(study), "--out", str(out)],
                           capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 

@@ -15,8 +15,8 @@ from dagster import (
 from dagster._core.execution.context.invocation import DirectAssetCheckExecutionContext
 
 from pipelines.builder import build_definitions
-from pipelines.defs.study.checks import EXPECTED_BEFORE_OBSERVED, QUALITY
-from pipelines.defs.study.partitions import AGENTS
+from assets.checks import EXPECTED_BEFORE_OBSERVED, QUALITY
+from assets.partitions import AGENTS
 from tests.conftest import TINY_STUDY
 from tests.quality.conftest import AGENT, CONDITION, StudyTables
 

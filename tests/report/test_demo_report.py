@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from hrbench.analysis import current_tables
+from hrbench.catalogue import HORIZON_RESIDUALS
 from hrbench.report.html import study_inputs
 from hrbench.study_run import StudyRun
 from tests.report.test_report import (
@@ -43,7 +44,7 @@ class _Figures(HTMLParser):
 @pytest.fixture(scope="module")
 def study_out(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("report-demo")
-    done = subprocess.run([sys.executable, "-m", "hrbench.cli", "run", str(STUDY), "--out", str(out)], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", str(STUDY), "--out", str(out)], cwd=REPO,
                           capture_output=True, text=True, timeout=3000, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return out
@@ -54,7 +55,7 @@ def test_every_figure_of_the_run_has_data_from_its_own_tables(study_out: Path):
     run = StudyRun.from_file(STUDY, study_out, progress=False)
     stores = run.stores
     tables = current_tables(
-        run.design, pd.concat([stores.read_all(stores.table_name("horizon_residuals", c))
+        run.design, pd.concat([stores.read_all(HORIZON_RESIDUALS.key(c))
                                for c in run.study.condition_names]),
         stores.read_all("intervention_contrasts"), stores.read_all("sensitivity_sweep"),
         stores.read_all("resource_accounting"))

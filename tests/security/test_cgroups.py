@@ -1,5 +1,5 @@
 """Protects how the sandbox finds the cgroups it creates a trial's groups under: the process's own
-memory and pids cgroups, also where a hierarchy is mounted from inside (a container), where a
+memory, pids and cpu cgroups, also where a hierarchy is mounted from inside (a container), where a
 missed match would silently fall back to per-process limits."""
 
 from __future__ import annotations
@@ -37,4 +37,4 @@ def test_v2_controllers_count_only_where_the_parent_enables_them(tmp_path: Path)
     group.mkdir()
     (group / "cgroup.subtree_control").write_text("cpu pids\n")
     mounts = f"40 31 0:40 / {tmp_path} rw - cgroup2 cgroup2 rw\n"
-    assert cgroup_bases("0::/hrbench.slice\n", mounts) == {"pids": group}
+    assert cgroup_bases("0::/hrbench.slice\n", mounts) == {"pids": group, "cpu": group}  # not memory

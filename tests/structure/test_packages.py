@@ -55,7 +55,7 @@ def test_generated_tasks_load_with_their_families():
 
 
 def test_cli_task_list_shows_the_generated_tasks():
-    out = subprocess.run([sys.executable, "-m", "hrbench.cli", "tasks", "list", "--registry", str(REGISTRY)],
+    out = subprocess.run([sys.executable, "-m", "pipelines.cli", "tasks", "list", "--registry", str(REGISTRY)],
                          capture_output=True, text=True, timeout=120, check=False, env={"COLUMNS": "250", "PATH": "/usr/bin:/bin",
                                                                            "PYTHONPATH": str(REGISTRY.parent)})
     assert out.returncode == 0, out.stderr

@@ -15,7 +15,7 @@ from hrbench.envs.local import LocalBackend
 from hrbench.protocol import StudyError, load_study
 from hrbench.stores import StudyStores
 from hrbench.structure.study_depth import DEPTH_COLUMNS, measure_study_depth
-from pipelines.defs.study.jobs import steps_for
+from hrbench.steps import steps_for
 
 REGISTRY = Path(__file__).resolve().parents[2] / "task_registry"
 TASKS = ["lt-arith-orderedids-d1-n12-s0-k2", "calib-parallel"]

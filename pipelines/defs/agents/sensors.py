@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime
 from pathlib import Path
 
 from dagster import (
@@ -22,60 +21,18 @@ from dagster import (
     sensor,
 )
 
-from hrbench.lineage import TRIAL_ASSETS, read_record, stored_sha256
 from hrbench.preregistration import load_registration
 from hrbench.protocol import StudyError
-from hrbench.study_run import StudyRun
+from hrbench.steps import next_step, report_stale, steps_for
 from hrbench.tasks.model import TaskError
-from pipelines.defs.study.jobs import Step, agent_steps, step_tags, steps_for
-from pipelines.defs.study.partitions import AGENTS
+from assets.partitions import AGENTS
+from pipelines.defs.study.jobs import step_tags
 from resources.storage import storage_from_env
 from resources.study import StudyResource
 
 MAX_ATTEMPTS = 3
 IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
              DagsterRunStatus.STARTED]
-
-
-def step_done(run: StudyRun, step: Step, agent: str | None, agent_sha256: str | None) -> bool:
-    """Every table of the step exists, intact, under this protocol and this agent registration, and no
-    trial in it ended in a harness error (those are retried by running the step again)."""
-    partitions = {"none": [()], "agent": [(agent,)],
-                  "agent_task": [(agent, t.name) for t in run.design.tasks]}[step.partitioned]
-    store = run.stores.tables
-    for asset in step.assets:
-        if asset == "study_report":
-            return not report_stale(run)
-        for partition in partitions:
-            record = read_record(store.store, asset, partition)
-            if record is None or record.prereg_sha256 != [run.prereg_sha256] or \
-                    (agent is not None and record.agent_sha256 != [agent_sha256]):
-                return False
-            if stored_sha256(store.store, store.key(asset, partition)) != record.sha256:
-                return False
-            if asset.split("/")[-1] in TRIAL_ASSETS and (store.read(asset, partition)["exit_reason"] == "harness_error").any():
-                return False
-    return True
-
-
-def next_step(run: StudyRun, agent: str, agent_sha256: str) -> Step | None:
-    return next((s for s in agent_steps(steps_for(run.study)) if not step_done(run, s, agent, agent_sha256)), None)
-
-
-def report_stale(run: StudyRun) -> bool:
-    """summary.json is missing, lacks a declared agent, or is older than a residual table."""
-    summary = run.stores.fetch("summary.json")
-    if summary is None:
-        return True
-    agents = {r["agent"] for r in json.loads(summary.read_text()).get("residuals", [])}
-    if agents != {a.id for a in run.study.agents}:
-        return True
-    # When each residual table was written, from its lineage record (the store keeps no file times).
-    store = run.stores.store
-    written = [read_record(store, f"{c}/horizon_residuals", (a.id,)) for c in run.study.condition_names
-               for a in run.study.agents]
-    newest = max((datetime.fromisoformat(r.written_at).timestamp() for r in written if r), default=0.0)
-    return newest > summary.stat().st_mtime
 
 
 def _count(context: SensorEvaluationContext, job: str, tags: dict[str, str], statuses: list) -> int:

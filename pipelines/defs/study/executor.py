@@ -24,8 +24,10 @@ from typing import Literal
 from dagster import ExecutorDefinition, in_process_executor
 from pydantic import BaseModel, ConfigDict, Field
 
+from hrbench.catalogue import CHECKPOINT, NATURAL
+
 EXECUTOR_ENV = "HRBENCH_EXECUTOR"
-TRIAL_JOBS = ("checkpoint_trials_job", "natural_trials_job")
+TRIAL_JOBS = (CHECKPOINT, NATURAL)  # the steps that run trials
 REPO_ROOT = Path(__file__).resolve().parents[3]
 STEP_LABEL = "org.hrbench.step"  # on every step container, its value OUT: `ps --filter label=...=OUT`, clean-up
 # Handed to each step container when set here: the study, the store, the instance (docs/deploy.md).

@@ -1,4 +1,4 @@
-"""Named asset jobs: one per step of a study, in the order the method requires.
+"""Named asset jobs: one per step of a study (hrbench/steps.py), in the order the method requires.
 
 Each job runs in one process (trials are parallel inside a step) and, through the single-run
 backfill policy of its assets, over many partitions at once: a study of any size takes the same
@@ -7,55 +7,11 @@ runs per step. `hrbench run` launches these jobs; so do the agent sensor and the
 
 from __future__ import annotations
 
-from typing import Callable, Literal
+from typing import Callable
 
 from dagster import AssetKey, AssetSelection, ExecutorDefinition, JobDefinition, define_asset_job, in_process_executor
-from pydantic import BaseModel
 
-from hrbench.protocol import Study
-
-
-class Step(BaseModel):
-    """A study step: its job, the assets it materializes and how its runs are partitioned."""
-
-    job: str
-    assets: list[str]  # asset keys in their user string form: a condition's assets are `<condition>/<name>`
-    partitioned: Literal["none", "agent", "agent_task"]
-    label: str
-
-
-def study_steps(conditions: list[str], prefix_rollouts: bool = False, depth: bool = False) -> list[Step]:
-    """The steps of a study with these conditions: each condition's branch runs in the step of its kind
-    (a condition's asset is `<condition>/<name>`); matched and solution-conditioned checkpoints need their
-    prefix rollouts first;
-    a study that declares `depth:` measures it in the setup step (`task_depth`)."""
-
-    def per_condition(*names: str) -> list[str]:
-        return [f"{c}/{n}" for c in conditions for n in names]
-
-    contrasts = ["intervention_contrasts"] if len(conditions) > 1 else []
-    return [
-        Step(job="study_setup_job", assets=["task_catalog", "verifier_audit", "preregistration",
-                                            *(["task_depth"] if depth else [])], partitioned="none",
-             label="catalog, audit" + (", pre-registration and depth" if depth else " and pre-registration")),
-        Step(job="agent_registration_job", assets=["agent_registration"], partitioned="agent", label="registration"),
-        Step(job="checkpoint_trials_job", assets=[*(["prefix_rollouts"] if prefix_rollouts else []),
-                                                  "checkpoint_trials"], partitioned="agent_task",
-             label="checkpoint trials"),
-        Step(job="expected_success_job", assets=per_condition("stage_estimates", "expected_success"),
-             partitioned="agent", label="expected success"),
-        Step(job="natural_trials_job", assets=per_condition("natural_trials"), partitioned="agent_task",
-             label="natural trials"),
-        Step(job="horizon_residuals_job", assets=[*per_condition("observed_success", "horizon_residuals"), *contrasts,
-                                                  "sensitivity_sweep", "resource_accounting"],
-             partitioned="agent", label="residuals, contrasts and sensitivity"),
-        Step(job="study_report_job", assets=["study_report"], partitioned="none", label="report"),
-    ]
-
-
-def agent_steps(steps: list[Step]) -> list[Step]:
-    """The steps run once per agent (all but setup and report)."""
-    return [s for s in steps if s.partitioned != "none"]
+from hrbench.steps import Step
 
 
 def build_jobs(study_name: str, steps: list[Step],
@@ -79,8 +35,3 @@ def step_tags(step: Step, agent: str | None, task_names: list[str]) -> dict[str,
         return {"dagster/asset_partition_range_start": f"{agent}|{task_names[0]}",
                 "dagster/asset_partition_range_end": f"{agent}|{task_names[-1]}"}
     return {}
-
-
-def steps_for(study: Study) -> list[Step]:
-    """The steps of this study (its conditions, and prefix rollouts if a protocol is matched or solution-conditioned)."""
-    return study_steps(study.condition_names, study.needs_prefix_rollouts, study.depth is not None)

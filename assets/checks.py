@@ -18,19 +18,20 @@ from dagster import (
 )
 
 from hrbench import quality
+from hrbench.catalogue import CHECKPOINT_TRIALS, CONDITION_TABLES
 from hrbench.preregistration import load_registration
 from hrbench.storage import TableStore, store_for
-from pipelines.defs.study.evidence import first_expected_success, latest_materialization, metadata_for_agent, metadata_text
-from pipelines.defs.study.partitions import AGENTS
+from hrbench.stores import StudyStores
+from assets.evidence import first_expected_success, latest_materialization, metadata_for_agent, metadata_text
+from assets.partitions import AGENTS
 from resources.study import StudyResource
 
 EXPECTED_BEFORE_OBSERVED = "expected_success_precedes_natural_trials"
 QUALITY = "data_quality"
 REGISTERED = "hashes_match_stored_registration"
 # The per-agent tables whose hashes are checked against the stored records; a condition's are `<condition>/<name>`.
-SHARED_REGISTERED = ("checkpoint_trials",)
-CONDITION_REGISTERED = ("natural_trials", "stage_estimates", "expected_success", "observed_success",
-                        "horizon_residuals")
+SHARED_REGISTERED = (CHECKPOINT_TRIALS.name,)
+CONDITION_REGISTERED = CONDITION_TABLES
 # A condition's per-agent tables with a suite, whether a failure blocks what is computed from them
 # (observed_success feeds no estimate: the residuals are computed from the trials themselves).
 PER_AGENT_SUITES = {"stage_estimates": (quality.check_stage_estimates, True),
@@ -159,5 +160,5 @@ def registration_problems(out_dir: Path, asset: str, partition_keys: list[str]) 
 
 
 def _stored_prereg(out_dir: Path) -> str | None:
-    path = Path(out_dir) / "preregistration.json"
+    path = StudyStores(out_dir).preregistration_path
     return json.loads(path.read_text()).get("prereg_sha256") if path.is_file() else None

@@ -1,0 +1,87 @@
+"""The table catalogue: every table a study stores, with its name, key, partitioning and producing step.
+
+A table's name is its Dagster asset name; a condition's own tables (its branch of the graph) are keyed
+`<condition>/<name>`, both as assets and in the store (`tables/<condition>/<name>/...`, `StudyStores`).
+The assets, checks, step jobs, sensor, lineage, report, plan and CLI read names and keys from here rather
+than spelling them out. Each table's columns are those its producer in `hrbench.analysis` (or the trial
+runner: `TrialRecord`) writes, stamped with `prereg_sha256` and `agent_sha256`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Partitioning = Literal["none", "agent", "agent_task"]
+
+
+class Table(BaseModel):
+    """One stored table: what it is called, how it is keyed and partitioned, and which step writes it."""
+
+    model_config = ConfigDict(frozen=True)
+    name: str
+    per_condition: bool  # each condition has its own, keyed `<condition>/<name>`
+    partitioned: Partitioning  # one table per agent, per agent x task, or one for the study
+    step: str  # the job of the study step that materializes it (hrbench/steps.py)
+    # One row per observed trial (TrialRecord's columns): `verify` checks it against the trial journal, and a
+    # harness error in it re-runs its step. Prefix rollouts (transcripts for `matched` checkpoints, never
+    # observed) are not counted among them.
+    trials: bool = False
+    report_reads: bool = False  # report.html / summary.json read it: an input of the report asset
+
+    def key(self, condition: str | None = None) -> str:
+        """Its asset key (user string form) and table name in the store: `<condition>/<name>` for a
+        condition's own table."""
+        if self.per_condition != (condition is not None):
+            raise ValueError(f"table {self.name!r} is {'per condition' if self.per_condition else 'shared'}: "
+                             f"condition {condition!r} does not fit")
+        return f"{condition}/{self.name}" if condition else self.name
+
+    def keys(self, conditions: list[str]) -> list[str]:
+        """Its keys in a study with these conditions (one, for a shared table)."""
+        return [self.key(c) for c in conditions] if self.per_condition else [self.key()]
+
+
+# The study's step jobs (hrbench/steps.py), in order; the last writes no table but the report's files.
+SETUP, REGISTRATION, CHECKPOINT, EXPECTED, NATURAL, RESIDUALS, REPORT = (
+    "study_setup_job", "agent_registration_job", "checkpoint_trials_job", "expected_success_job",
+    "natural_trials_job", "horizon_residuals_job", "study_report_job")
+REPORT_ASSET = "study_report"  # report.html and summary.json: files, not a table
+
+TASK_CATALOG = Table(name="task_catalog", per_condition=False, partitioned="none", step=SETUP)
+VERIFIER_AUDIT = Table(name="verifier_audit", per_condition=False, partitioned="none", step=SETUP)
+PREREGISTRATION = Table(name="preregistration", per_condition=False, partitioned="none", step=SETUP)
+TASK_DEPTH = Table(name="task_depth", per_condition=False, partitioned="none", step=SETUP, report_reads=True)
+AGENT_REGISTRATION = Table(name="agent_registration", per_condition=False, partitioned="agent", step=REGISTRATION)
+PREFIX_ROLLOUTS = Table(name="prefix_rollouts", per_condition=False, partitioned="agent_task", step=CHECKPOINT)
+CHECKPOINT_TRIALS = Table(name="checkpoint_trials", per_condition=False, partitioned="agent_task", step=CHECKPOINT,
+                          trials=True)
+STAGE_ESTIMATES = Table(name="stage_estimates", per_condition=True, partitioned="agent", step=EXPECTED,
+                        report_reads=True)
+EXPECTED_SUCCESS = Table(name="expected_success", per_condition=True, partitioned="agent", step=EXPECTED)
+NATURAL_TRIALS = Table(name="natural_trials", per_condition=True, partitioned="agent_task", step=NATURAL,
+                       trials=True, report_reads=True)
+OBSERVED_SUCCESS = Table(name="observed_success", per_condition=True, partitioned="agent", step=RESIDUALS,
+                         report_reads=True)
+HORIZON_RESIDUALS = Table(name="horizon_residuals", per_condition=True, partitioned="agent", step=RESIDUALS,
+                          report_reads=True)
+INTERVENTION_CONTRASTS = Table(name="intervention_contrasts", per_condition=False, partitioned="agent",
+                               step=RESIDUALS, report_reads=True)
+SENSITIVITY_SWEEP = Table(name="sensitivity_sweep", per_condition=False, partitioned="agent", step=RESIDUALS,
+                          report_reads=True)
+RESOURCE_ACCOUNTING = Table(name="resource_accounting", per_condition=False, partitioned="agent", step=RESIDUALS,
+                            report_reads=True)
+
+# In the order the method writes them.
+TABLES = (TASK_CATALOG, VERIFIER_AUDIT, PREREGISTRATION, TASK_DEPTH, AGENT_REGISTRATION, PREFIX_ROLLOUTS,
+          CHECKPOINT_TRIALS, STAGE_ESTIMATES, EXPECTED_SUCCESS, NATURAL_TRIALS, OBSERVED_SUCCESS, HORIZON_RESIDUALS,
+          INTERVENTION_CONTRASTS, SENSITIVITY_SWEEP, RESOURCE_ACCOUNTING)
+BY_NAME = {t.name: t for t in TABLES}
+TRIAL_TABLES = tuple(t.name for t in TABLES if t.trials)
+CONDITION_TABLES = tuple(t.name for t in TABLES if t.per_condition)
+
+
+def table(key: str) -> Table:
+    """The catalogue's entry for an asset key or store name (`natural_trials`, `baseline/natural_trials`)."""
+    return BY_NAME[key.split("/")[-1]]

@@ -1,0 +1,84 @@
+"""Protects cached environment states: they are the harness's, sealed with a content hash when built.
+A state edited from outside is named by `hrbench verify` and rebuilt (with a log line) by the next
+trial that needs it; the agent cannot reach the cache at all."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hrbench.cli import app
+from hrbench.envs import states
+from hrbench.envs.local import LocalBackend, bwrap_available
+from hrbench.tasks.loader import load_task
+from tests.conftest import TINY_TASK
+
+pytestmark = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is required")
+
+
+def test_a_state_edited_from_outside_is_named_by_verify_and_rebuilt(tmp_path: Path, caplog):
+    out = tmp_path / "out"
+    backend = LocalBackend(out / "cache")
+    task = load_task(TINY_TASK)
+    state = backend.checkpoint_state(task, 1)
+    assert states.check(state) is None
+    assert stat.S_IMODE((out / "cache" / "states").stat().st_mode) == 0o700  # the harness's only
+    target = state / "work" / "a.txt"
+    data = bytearray(target.read_bytes())
+    data[0] ^= 1  # one byte, from outside
+    target.write_bytes(bytes(data))
+
+    result = CliRunner().invoke(app, ["verify", str(out)])
+    rel = state.relative_to(out)
+    assert result.exit_code == 1 and f"MISMATCH {rel}: content sha256" in result.output, result.output
+
+    with caplog.at_level(logging.WARNING, logger="hrbench.envs.local"):
+        env = backend.start(task, 1)
+    try:
+        assert env.exec("cat a.txt", 10).output.strip() == "4"  # the trial got the rebuilt state
+    finally:
+        env.close()
+    assert any(f"checkpoint state {state}" in r.message and "rebuilding it" in r.message for r in caplog.records)
+    assert states.check(state) is None
+    assert f"MISMATCH {rel}" not in CliRunner().invoke(app, ["verify", str(out)]).output
+
+
+def test_an_unsealed_state_is_rebuilt_and_a_tampered_agent_state_refused(tmp_path: Path, caplog):
+    backend = LocalBackend(tmp_path / "cache")
+    task = load_task(TINY_TASK)
+    state = backend.checkpoint_state(task, 0)
+    states.record_path(state).unlink()  # e.g. a state left by an older hrbench, or a crash after the copy
+    with caplog.at_level(logging.WARNING, logger="hrbench.envs.local"):
+        backend.checkpoint_state(task, 0)
+    assert any("no content hash recorded" in r.message for r in caplog.records)
+
+    env = backend.start(task, 0)
+    try:
+        env.exec("echo 4 > a.txt", 10)
+        backend.save_state(env, "p0/after-1")
+    finally:
+        env.close()
+    saved = tmp_path / "cache" / "agent-states" / "p0" / "after-1"
+    assert states.check(saved) is None
+    (saved / "work" / "a.txt").write_text("5\n")
+    with pytest.raises(Exception, match="saved agent state .* differs from the"):
+        backend.start(task, 1, "p0/after-1")
+
+
+def test_the_agent_cannot_see_the_cache_or_its_trial_directory(tmp_path: Path):
+    backend = LocalBackend(tmp_path / "cache")
+    task = load_task(TINY_TASK)
+    env = backend.start(task, 1)
+    try:
+        probe = env.exec(f"ls {tmp_path}/cache {env.root} 2>&1; stat -c '%u %a' /output /app; echo done", 10)
+        assert "No such file or directory" in probe.output and "after-" not in probe.output, probe.output
+        info = env.root.stat()
+        assert info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == 0o711  # the harness's
+        assert (env.root / "persist").stat().st_uid == os.geteuid()
+    finally:
+        env.close()
