@@ -43,7 +43,8 @@ def aggregate_assets(conditions: list[str], version: str) -> list[AssetsDefiniti
             run.design, a, of_agent(checkpoint_trials, a), of_agent(natural_trials, a)))
         extra = {}
         if len(tables) == 1:
-            verdicts = analysis.sensitivity_verdicts(next(iter(tables.values())))
+            verdicts = analysis.sensitivity_verdicts(next(iter(tables.values())),
+                                                     run.design.study.claims.equivalence_margin)
             overall = verdicts[verdicts["scope"] == "all"].iloc[0]
             extra = {"choices": int(overall["n_choices"]), "verdict_all": str(overall["verdict"])}
         return versioned_output(tables, data_version(tables), metadata=asset_metadata(run, tables, regs, **extra))

@@ -12,12 +12,18 @@ verdicts as in ``calibration.py``: task rows and ``trial_ci_*`` against the draw
 ``too-few-tasks`` count as flagged; rows without a ΔΓ (a side's Γ is a bound) are counted apart
 (the ``bound`` share).
 
+``--shared`` (issue 25): side b reuses side a's checkpoint trials (conditions under one checkpoint
+protocol: baseline, context reset, state repair), and ``paired_difference(shared_checkpoint=True)``
+uses that covariance; ``--shared --independent-intervals`` scores the same shared-trial data with
+the independent-sides intervals (what the report printed before), for the width comparison.
+
     nice .venv/bin/python benchmarks/calibration_contrasts.py --cells S=2 --out s2.md
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import os
@@ -33,8 +39,11 @@ GAMMA_A = 0.5
 GRID = list(itertools.product((1, 2, 3, 5, 10), (2, 4), (0.2, 0.5, 0.9), (0.0, 0.5), (20, 50)))
 
 
-def run_cell(cell: tuple, reps: int) -> dict:
-    """Every row kind of one cell (n_f, S, P, ΔΓ, m) over ``reps`` simulated paired studies."""
+def run_cell(cell: tuple, reps: int, shared: bool = False, independent_intervals: bool = False) -> dict:
+    """Every row kind of one cell (n_f, S, P, ΔΓ, m) over ``reps`` simulated paired studies.
+
+    ``shared``: side b's checkpoint trials are side a's (one protocol); ``independent_intervals``
+    scores such data with the intervals that ignore the sharing."""
     nf, S, p_target, delta, m = cell
     seed = 1000 * GRID.index(cell)
     pop_a = population(p_target, GAMMA_A, S, seed)
@@ -48,6 +57,9 @@ def run_cell(cell: tuple, reps: int) -> dict:
         side = {}
         for s, pop in (("a", pop_a), ("b", pop_b)):
             side[s] = [simulate_task(f"t{j}", fam[j], *pop[i], m, m, rng) for j, i in enumerate(idx)]
+        if shared:  # one checkpoint protocol: the intervention's prediction uses the baseline's trials
+            side["b"] = [dataclasses.replace(b, checkpoint_passes=a.checkpoint_passes)
+                         for a, b in zip(side["a"], side["b"])]
 
         def truth(rows: list[int]) -> float:
             return true_gamma([pop_a[idx[j]] for j in rows]) - true_gamma([pop_b[idx[j]] for j in rows])
@@ -55,7 +67,8 @@ def run_cell(cell: tuple, reps: int) -> dict:
         truth_of = {("task", f"t{j}"): truth([j]) for j in range(2 * nf)} | {
             ("family", "A"): truth(list(range(nf))), ("family", "B"): truth(list(range(nf, 2 * nf))),
             ("all", "all"): truth(list(range(2 * nf)))}
-        for row in paired_difference(side["a"], side["b"], level=0.95):
+        for row in paired_difference(side["a"], side["b"], level=0.95,
+                                     shared_checkpoint=shared and not independent_intervals):
             if row.delta is None:  # a side's Γ is a bound (raw zero): no ΔΓ, counted apart
                 for kind in ((row.scope, "fixed"), (row.scope, "sampled")):
                     if kind in scores:
@@ -78,6 +91,9 @@ def main() -> None:
     ap.add_argument("--out", help="also write the markdown tables to this file")
     ap.add_argument("--log", help="append each finished cell to this JSON-lines file")
     ap.add_argument("--from-log", help="render the tables from a --log file instead of running")
+    ap.add_argument("--shared", action="store_true", help="side b shares side a's checkpoint trials")
+    ap.add_argument("--independent-intervals", action="store_true",
+                    help="with --shared: score the intervals that ignore the sharing (the width comparison)")
     args = ap.parse_args()
     if args.from_log:
         with open(args.from_log) as fh:
@@ -97,12 +113,14 @@ def main() -> None:
     t0 = time.perf_counter()
     results = []
     for cell in grid:
-        r = run_cell(cell, args.reps)
+        r = run_cell(cell, args.reps, args.shared, args.independent_intervals)
         results.append(r)
         if args.log:
             with open(args.log, "a") as fh:
                 fh.write(json.dumps({**r, "kinds": {f"{k[0]}/{k[1]}": v for k, v in r["kinds"].items()}}) + "\n")
-    head = (f"paired_difference, Γ_a = {GAMMA_A}; column Γ is ΔΓ; reps per cell: {args.reps}; nominal 0.95; "
+    mode = ("shared checkpoint trials, " + ("independent-sides intervals; " if args.independent_intervals
+                                             else "shared-trial intervals; ")) if args.shared else ""
+    head = (f"paired_difference, {mode}Γ_a = {GAMMA_A}; column Γ is ΔΓ; reps per cell: {args.reps}; nominal 0.95; "
             f"cells: {len(grid)}; wall {time.perf_counter() - t0:.0f} s; load average {os.getloadavg()[0]:.1f}")
     publish([head, "", *summary(results), "", *compact(results)], results, args.out)
 

@@ -28,8 +28,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from hrbench import analysis
+from hrbench.claims import claims_table
 from hrbench.design import StudyDesign
 from hrbench.protocol import LoadedStudy
 from hrbench.runner import TrialRunner
@@ -74,7 +76,9 @@ def acceptance(residuals: dict, contrasts: dict, verdicts: dict) -> dict[str, bo
     null = [r for (a, _), r in residuals.items() if a == NULL_AGENT]
     ok[f"{NULL_AGENT}: every condition contains 0 (its truth)"] = all(covers(r, 0.0) for r in null) and \
         all(abs(r["true_gamma"]) < 1e-9 for r in null)
-    ok[f"{NULL_AGENT}: sensitivity `all` is robust null"] = verdicts[NULL_AGENT] == "robust null"
+    # Without a declared equivalence margin a null agent's best verdict is `inconclusive` (issue 25): the clause
+    # is that the sweep never calls it `different`.
+    ok[f"{NULL_AGENT}: sensitivity `all` is not `different`"] = verdicts[NULL_AGENT] != "different"
     return ok
 
 
@@ -85,23 +89,35 @@ def _is_coverage(clause: str) -> bool:
     return "covers its truth" in clause
 
 
-def replicate(design: StudyDesign, seed: int) -> tuple[dict[str, bool], dict[str, str]]:
-    """The acceptance clauses of one replication (one seed of every agent's trial tables), and the
-    sensitivity verdict at `all` per agent."""
+def replicate_tables(design: StudyDesign, seed: int, sweep: bool = True) -> dict[str, pd.DataFrame]:
+    """One replication's tables (one seed of every agent's trial tables, analysed as the asset graph does):
+    `residuals`, `contrasts` and, across every agent, `claims`; with ``sweep``, the sensitivity verdicts too."""
     rng = np.random.default_rng(seed)
-    residuals, contrasts, verdicts = {}, {}, {}
+    frames: dict[str, list[pd.DataFrame]] = {"residuals": [], "contrasts": [], "sensitivity": []}
     with tempfile.TemporaryDirectory() as tmp:
         runner = TrialRunner(design, StudyStores(tmp), progress=False)
         for spec in design.study.agents:
             agent = spec.id
             checkpoint, natural = simulated_trials(design, runner, agent, rng)
             expected = analysis.expected_success(design, agent, analysis.stage_estimates(design, agent, checkpoint))
-            res = analysis.horizon_residuals(design, agent, checkpoint, natural, expected)
-            con = analysis.intervention_contrasts(design, agent, checkpoint, natural)
-            residuals |= {(agent, r["condition"]): r for r in res[res["scope"] == "all"].to_dict("records")}
-            contrasts |= {(agent, r["condition"]): r for r in con[con["scope"] == "all"].to_dict("records")}
-            sweep = analysis.sensitivity_verdicts(analysis.sensitivity_sweep(design, agent, checkpoint, natural))
-            verdicts[agent] = sweep[sweep["scope"] == "all"]["verdict"].iloc[0]
+            frames["residuals"].append(analysis.horizon_residuals(design, agent, checkpoint, natural, expected))
+            frames["contrasts"].append(analysis.intervention_contrasts(design, agent, checkpoint, natural))
+            if sweep:
+                frames["sensitivity"].append(analysis.sensitivity_verdicts(
+                    analysis.sensitivity_sweep(design, agent, checkpoint, natural),
+                    design.study.claims.equivalence_margin))
+    tables = {k: pd.concat(v, ignore_index=True) if v else pd.DataFrame() for k, v in frames.items()}
+    tables["claims"] = claims_table(design.study, tables["residuals"], tables["contrasts"])
+    return tables
+
+
+def replicate(design: StudyDesign, seed: int) -> tuple[dict[str, bool], dict[str, str]]:
+    """The acceptance clauses of one replication, and the sensitivity verdict at `all` per agent."""
+    tables = replicate_tables(design, seed)
+    res, con, sens = tables["residuals"], tables["contrasts"], tables["sensitivity"]
+    residuals = {(r["agent"], r["condition"]): r for r in res[res["scope"] == "all"].to_dict("records")}
+    contrasts = {(r["agent"], r["condition"]): r for r in con[con["scope"] == "all"].to_dict("records")}
+    verdicts = {r["agent"]: r["verdict"] for r in sens[sens["scope"] == "all"].to_dict("records")}
     return acceptance(residuals, contrasts, verdicts), verdicts
 
 
@@ -170,7 +186,7 @@ def main() -> None:
         passed["every clause but `covers its truth` at once"] += all(v for k, v in one.items() if not _is_coverage(k))
         passed["every `covers its truth` clause at once"] += all(v for k, v in one.items() if _is_coverage(k))
         # Not an acceptance clause (a compacted checkpoint lowers the rotting agent's Γ): shown, not joined.
-        passed.update({f"(not a clause) {a}: sensitivity `all` is robust positive": int(v == "robust positive")
+        passed.update({f"(not a clause) {a}: sensitivity `all` is `different`": int(v == "different")
                        for a, v in verdicts.items() if a in ROLES})
     print(f"{args.seeds} replications of {study.name}: m_i={study.trials.checkpoint}, m_0={study.trials.natural}, "
           f"level={study.bootstrap.level}, n_boot={study.bootstrap.n_boot} ({time.perf_counter() - start:.0f} s)")

@@ -19,12 +19,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
+from hrbench.claims import claims_table, mark_contrast_claims, mark_residual_claims
 from hrbench.design import StudyDesign, segments, unit_name
 from hrbench.exits import is_missing
 from hrbench.protocol import CheckpointProtocol, Decomposition, Study
@@ -343,7 +344,10 @@ def horizon_residuals(design: StudyDesign, agent: str, checkpoint: pd.DataFrame,
         table = residual_frame(design, agent, outcomes, est)
         is_task = table["scope"] == "task"
         table.loc[is_task, "p_expected"] = table.loc[is_task, "name"].map(registered)
-        frames.append(_with_trial_counts(design, table, trial_counts(design, checkpoint, natural, est)))
+        table = _with_trial_counts(design, table, trial_counts(design, checkpoint, natural, est))
+        if est == Estimand.declared(design.study, est.condition):  # claims are about the declared estimand only
+            table = mark_residual_claims(design.study, table, outcomes, est.zero_rule)
+        frames.append(table)
     return design.stamp(pd.concat(frames, ignore_index=True))
 
 
@@ -433,10 +437,12 @@ class ReportTables:
     contrasts: pd.DataFrame
     sweep: pd.DataFrame
     resources: pd.DataFrame
+    claims: pd.DataFrame = field(default_factory=pd.DataFrame)  # hrbench.claims.claims_table
+    equivalence_margin: float | None = None  # the study's (claims.equivalence_margin)
 
     @property
     def sensitivity(self) -> pd.DataFrame:
-        return sensitivity_verdicts(self.sweep) if len(self.sweep) else pd.DataFrame()
+        return sensitivity_verdicts(self.sweep, self.equivalence_margin) if len(self.sweep) else pd.DataFrame()
 
 
 def current_tables(design: StudyDesign, residuals: pd.DataFrame, contrasts: pd.DataFrame,
@@ -447,11 +453,14 @@ def current_tables(design: StudyDesign, residuals: pd.DataFrame, contrasts: pd.D
     if missing:
         raise MissingTrials(f"no horizon_residuals of conditions {missing}: materialize them first")
     interventions = len(design.study.condition_names) > 1
+    contrasts = current_residuals(design, contrasts, "intervention_contrasts") if interventions else contrasts
     return ReportTables(
         residuals=residuals,
-        contrasts=current_residuals(design, contrasts, "intervention_contrasts") if interventions else contrasts,
+        contrasts=contrasts,
         sweep=current_residuals(design, sweep, "sensitivity_sweep"),
         resources=current_residuals(design, resources, "resource_accounting"),
+        claims=claims_table(design.study, residuals, contrasts),
+        equivalence_margin=design.study.claims.equivalence_margin,
     )
 
 
@@ -479,8 +488,9 @@ def intervention_contrasts(design: StudyDesign, agent: str, checkpoint: pd.DataF
         both = {t.name for t in base_outcomes} & {t.name for t in outcomes}
         paired_base = [t for t in base_outcomes if t.name in both]
         outcomes = [t for t in outcomes if t.name in both]
+        shared = est.protocol.protocol_hash() == base.protocol.protocol_hash()
         rows = paired_difference(paired_base, outcomes, zero_rule=study.zero_rule, n_boot=study.bootstrap.n_boot,
-                                 seed=study.bootstrap.seed, level=study.bootstrap.level)
+                                 seed=study.bootstrap.seed, level=study.bootstrap.level, shared_checkpoint=shared)
         truth, base_truth = true_gammas(design, agent, outcomes, est), true_gammas(design, agent, paired_base, base)
         terms = {a.name: _term_changes(a, b, study.zero_rule) for a, b in zip(paired_base, outcomes)}
         table = pd.DataFrame([r.model_dump() for r in rows]).rename(columns={"delta": "delta_gamma"})
@@ -497,7 +507,8 @@ def intervention_contrasts(design: StudyDesign, agent: str, checkpoint: pd.DataF
             for s, n in zip(table["scope"], table["name"])]
         table["delta_stage_terms"] = [json.dumps(terms[n]) if s == "task" else None
                                       for s, n in zip(table["scope"], table["name"])]
-        frames.append(table)
+        table["shared_checkpoint"] = shared
+        frames.append(mark_contrast_claims(study, table, condition, base_outcomes, outcomes, shared))
     if not frames:
         return design.stamp(pd.DataFrame(columns=["agent", "condition", "scope", "name", "delta_gamma"]))
     return design.stamp(pd.concat(frames, ignore_index=True))
@@ -580,30 +591,32 @@ def _protocol_label(study: Study, protocol: CheckpointProtocol) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(diff.items())) or "declared"
 
 
-def sensitivity_verdicts(sweep: pd.DataFrame) -> pd.DataFrame:
+def sensitivity_verdicts(sweep: pd.DataFrame, margin: float | None = None) -> pd.DataFrame:
     """Per agent and scope: the range of Γ over the admissible set, a verdict, and the choice that drives it.
 
-    `robust positive` / `robust negative`: every choice's interval excludes 0 on that side;
-    `robust null`: every choice's interval contains 0; otherwise `not robust`. The driver is the
-    dimension whose choices move the mean Γ most (`none` when nothing moves it).
+    `different` (`direction` positive or negative): every choice's interval excludes 0 on the same side;
+    `equivalent`: an equivalence margin δ is declared and every choice's interval lies inside (−δ, δ) (TOST
+    at half the interval's α per side, for every admissible choice); otherwise `inconclusive` — an interval
+    that merely contains 0 is not evidence of no effect (issue 25: wide intervals handed "robust null"
+    to 70–90 % of rows whose true Γ was 1.8–2.1). The driver is the dimension whose choices move the
+    mean Γ most (`none` when nothing moves it).
     """
     rows = []
     for (agent, scope, name), group in sweep.groupby(["agent", "scope", "name"], sort=False):
         low, high = group["ci_low"].astype(float), group["ci_high"].astype(float)
-        if (low > 0).all():
-            verdict = "robust positive"
-        elif (high < 0).all():
-            verdict = "robust negative"
-        elif ((low <= 0) & (high >= 0)).all():
-            verdict = "robust null"
+        direction = "positive" if (low > 0).all() else "negative" if (high < 0).all() else None
+        if direction is not None:
+            verdict = "different"
+        elif margin is not None and ((low > -margin) & (high < margin)).all():
+            verdict = "equivalent"
         else:
-            verdict = "not robust"
+            verdict = "inconclusive"
         gamma = group["gamma"].astype(float)
         spread = {d: float(np.ptp(group.groupby(d)["gamma"].mean().to_numpy(dtype=float)))
                   for d in SWEEP_DIMENSIONS if group[d].nunique() > 1}
         driver = max(spread, key=spread.get) if spread and max(spread.values()) > 0 else "none"
         rows.append({"agent": agent, "scope": scope, "name": name, "gamma_min": float(gamma.min()),
-                     "gamma_max": float(gamma.max()), "verdict": verdict, "driver": driver,
+                     "gamma_max": float(gamma.max()), "verdict": verdict, "direction": direction, "driver": driver,
                      "n_choices": int(len(group)), "true_gamma": group["true_gamma"].iloc[0]})
     return pd.DataFrame(rows)
 

@@ -82,15 +82,21 @@ def run_into(study: Path, out: Path, run_study: Callable[[Path, Path, Console, b
     summary = json.loads(stores.summary_path.read_text())
     # Thirteen columns: never squeeze them into a pipe's default 80 (a narrower terminal wraps instead).
     wide = Console(width=max(console.width, 180))
+    for line in claim_sentences(summary):  # the claims first: what the study stands behind
+        console.print(line, markup=False, soft_wrap=True)
+    for warning in summary.get("design_warnings") or []:  # recorded in the pre-registration before any trial
+        console.print(f"warning: below the calibrated range: {warning}", markup=False, soft_wrap=True)
     wide.print(_residual_table(summary))
-    console.print("tasks: sampled — interval for the population of tasks the row's tasks stand for (none for a "
-                  "row without a family of ≥ 2 tasks); tasks: fixed — these tasks only. Truth: simulated agents only. "
-                  "Flags: docs/statistics.md §7.")
+    console.print("Exploratory (every row but the claims above). tasks: sampled — interval for the population of "
+                  "tasks the row's tasks stand for (none for a row without a family of ≥ 2 tasks); tasks: fixed — "
+                  "these tasks only. Truth: simulated agents only. Flags: docs/statistics.md §3.")
     for line in _missing_lines(summary):
         console.print(line, markup=False, style="yellow")
     if summary["contrasts"]:
         table = Table(title="Interventions: ΔΓ(I) = Γ(baseline) − Γ(I), overall, paired over tasks")
-        for column in ("agent", "condition", "ΔΓ", "CI (tasks: sampled)", "true", "CI (tasks: fixed)", "true"):
+        pct = level_label(summary)
+        for column in ("agent", "condition", "ΔΓ", f"{pct} CI (tasks: sampled)", "true", f"{pct} CI (tasks: fixed)",
+                       "true"):
             table.add_column(column)
         for r in summary["contrasts"]:
             if r["scope"] == "all":
@@ -120,11 +126,36 @@ def _interval(low: object, high: object) -> str:
     return "—" if low is None and high is None else f"[{_fmt(low)}, {_fmt(high)}]"
 
 
+def level_label(summary: dict) -> str:
+    """The study's interval level as a percentage ("99.5%"), from summary.json."""
+    return f"{100 * summary['level']:g}%"
+
+
+def claim_sentences(summary: dict) -> list[str]:
+    """One sentence per confirmatory claim: estimate, adjusted interval, verdict, truth where known."""
+    claims = summary.get("claims") or []
+    if not claims:
+        return []
+    rule = {"holm": "family-wise error (Holm)", "by": "false discovery rate (Benjamini–Yekutieli)"}
+    lines = [f"Confirmatory claims ({summary['n_claims']}; {rule[summary['error_rate']]} at α = {summary['alpha']:g}; "
+             f"adjusted intervals at {100 * claims[0]['adj_level']:.4g}%; equivalence margin "
+             f"{'none: nothing is called equivalent' if summary['equivalence_margin'] is None else summary['equivalence_margin']}):"]
+    for c in claims:
+        what = f"Γ under {c['condition']}" if c["kind"] == "residual" else f"ΔΓ({c['condition']})"
+        scope = "" if c["name"] == "all" else f" ({c['name']})"
+        truth = "" if c["truth"] is None else f"; truth {_fmt(c['truth'])}"
+        lines.append(f"  {c['agent']}: {what}{scope} = {_fmt(c['estimate'])}, adjusted "
+                     f"{_interval(c['adj_ci_low'], c['adj_ci_high'])} (unadjusted {_interval(c['ci_low'], c['ci_high'])}, "
+                     f"{c['claim_estimand']}) — {c['verdict']}{truth}")
+    return lines
+
+
 def _residual_table(summary: dict) -> Table:
     """Family and overall rows: each interval beside the truth of its own estimand, and the row's flags."""
     table = Table(title=f"Horizon residuals · {summary['study']} · prereg {summary['prereg_sha256'][:12]}")
-    columns = ("agent", "condition", "scope", "name", "tasks", "P_exp", "P_obs", "Γ", "95% CI tasks: sampled",
-               "true Γ sampled", "95% CI tasks: fixed", "true Γ fixed", "flags")  # each interval, then its truth
+    pct = level_label(summary)  # the study's level, never a constant: a 99.5 % study once printed "95% CI"
+    columns = ("agent", "condition", "scope", "name", "tasks", "P_exp", "P_obs", "Γ", f"{pct} CI tasks: sampled",
+               "true Γ sampled", f"{pct} CI tasks: fixed", "true Γ fixed", "flags")  # each interval, then its truth
     for column in columns:
         table.add_column(column, justify="left" if column in ("agent", "condition", "scope", "name", "flags")
                          else "right")
@@ -188,20 +219,25 @@ def plan(study: Path = typer.Argument(..., help="study YAML file"),
          pilot: Path = typer.Option(None, help="output directory of a pilot run to take q_i and P_obs from"),
          q: str = typer.Option(None, help="anticipated q_i, comma-separated (one value = every stage)"),
          p_obs: float = typer.Option(None, help="anticipated P_observed"),
-         sims: int = typer.Option(4000, help="simulated studies per plan")) -> None:
-    """Trials m_i, m_0 for a target interval on Γ (delta method), checked by simulation; and the
-    smallest |Γ| the declared trials detect at 80% power."""
+         sims: int = typer.Option(4000, help="simulated studies per plan"),
+         claim_sims: int = typer.Option(100, help="simulated studies per confirmatory claim (headline, contrasts)"),
+         ) -> None:
+    """Trials m_i, m_0 for a target interval on Γ (delta method), checked by simulation; the smallest |Γ| the
+    declared trials detect at 80% power; and every confirmatory claim at the declared design: its
+    tasks-sampled half-width predicted and simulated, its power, and what the target would need."""
     from hrbench.design import StudyDesign
-    from hrbench.plan import anticipated, plan_study
+    from hrbench.plan import anticipated, design_warnings, plan_claims, plan_study
 
     try:
         run = StudyDesign.from_file(study)  # planning needs the design only: no output, no trial
         inputs = anticipated(run, pilot, [float(v) for v in q.split(",")] if q else None, p_obs)
         rows = plan_study(run, half_width, inputs, n_sims=sims, seed=run.study.bootstrap.seed)
+        claims = plan_claims(run, inputs, half_width, n_sims=claim_sims, seed=run.study.bootstrap.seed)
     except (StudyError, TaskError, ValueError) as exc:
         raise _fail(exc) from exc
     level = run.study.bootstrap.level
-    table = Table(title=f"Plan · {run.study.name} · target ±{half_width:g} nats at {level:.0%} per task")
+    _print_claim_plan(run, claims, half_width, claim_sims)
+    table = Table(title=f"Plan · {run.study.name} · target ±{half_width:g} nats at {100 * level:g}% per task")
     for column in ("agent", "task", "P_exp", "P_obs", "m_i", "m_0", "±delta", "±sim", "sim/δ", "min|Γ|"):
         table.add_column(column, justify="left" if column in ("agent", "task") else "right")
     for r in rows:
@@ -217,6 +253,38 @@ def plan(study: Path = typer.Argument(..., help="study YAML file"),
     console.print(f"every task within ±{half_width:g}: m_i = {worst.m_stage}, m_0 = {worst.m0} "
                   f"(driven by {worst.agent}/{worst.task}); simulated/delta half-width ratio "
                   f"{min(r.simulated_over_delta for r in rows):.2f}–{max(r.simulated_over_delta for r in rows):.2f}")
+    for warning in design_warnings(run):
+        console.print(f"warning: below the calibrated range: {warning}", markup=False, soft_wrap=True)
+
+
+def _print_claim_plan(run, claims: list, target: float, n_sims: int) -> None:
+    """The confirmatory claims at the declared design (hrbench.plan.plan_claims), one row each."""
+    study = run.study
+    if not claims:
+        console.print("claims: no family has 2 tasks, so no claim has a tasks-sampled interval to plan")
+        return
+    pct = f"{100 * study.bootstrap.level:g}%"
+    table = Table(title=f"Claims at the declared design · m_i={study.trials.checkpoint}, m_0={study.trials.natural}, "
+                        f"{len(run.tasks)} tasks · {pct} tasks-sampled half-widths")
+    for column in ("agent", "claim", "truth", "±predicted", "±simulated", "sim/pred", "P(different)",
+                   "P(equivalent)", f"tasks × for ±{target:g}", f"m_i for ±{target:g}"):
+        table.add_column(column, justify="left" if column in ("agent", "claim") else "right")
+    for c in claims:
+        what = f"Γ({c.condition})" if c.kind == "residual" else \
+            f"ΔΓ({c.condition}){' shared' if c.shared_checkpoint else ''}"
+        table.add_row(c.agent, what, f"{c.truth:.3f}", f"{c.half_width_predicted:.3f}",
+                      f"{c.half_width_simulated:.3f}", f"{c.ratio:.2f}", f"{c.power_different:.2f}",
+                      "—" if c.power_equivalent is None else f"{c.power_equivalent:.2f}", f"{c.tasks_factor:.2f}",
+                      "unreachable" if c.m_needed is None else str(c.m_needed))
+    Console(width=max(console.width, 160)).print(table)
+    if claims:
+        console.print(f"±predicted: cluster-t half-width from the tasks' spread and the trial variances; ±simulated: "
+                      f"mean over {n_sims} simulated studies (ratio {min(c.ratio for c in claims):.2f}–"
+                      f"{max(c.ratio for c in claims):.2f}); P(different)/P(equivalent): share of them whose adjusted "
+                      f"interval excludes 0 / lies inside the margin; tasks ×: the declared tasks (same family mix) "
+                      f"times this reaches ±{target:g} at the declared trials; m_i: trials per stage that reach it "
+                      "with the declared tasks ('unreachable': the tasks' spread alone is wider).",
+                      markup=False, soft_wrap=True)
 
 
 def _load_tasks(paths: list[Path] | None, registry: Path | None) -> tuple[list, list[tuple[Path, str]]]:

@@ -7,11 +7,26 @@ user states (`--q`, `--p-obs`). The numbers are computed in `hrbench.stats.plann
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from hrbench.stats.planning import min_detectable_gamma, plan_trials, simulate_half_width
+import numpy as np
+
+from hrbench.stats import TaskOutcomes, paired_difference, residual_table, simulate_task
+from hrbench.stats.claims import claim_level, t_interval_rescaled
+from hrbench.stats.planning import (
+    HeadlineWidth,
+    calibrated_range_warnings,
+    linearized_truth,
+    min_detectable_gamma,
+    natural_conditionals,
+    plan_trials,
+    predicted_half_width,
+    simulate_half_width,
+    trial_variance_terms,
+)
 from hrbench.analysis import task_p_expected
 from hrbench.catalogue import OBSERVED_SUCCESS, STAGE_ESTIMATES
 from hrbench.design import StudyDesign
@@ -97,3 +112,142 @@ def plan_study(design: StudyDesign, half_width: float, inputs: list[Anticipated]
                                                       0.8, study.bootstrap.level),
         ))
     return rows
+
+
+class ClaimPlan(BaseModel):
+    """One confirmatory claim's interval at the declared design: predicted, simulated, and its power.
+
+    Headline (`kind` residual: Γ of the `all` row under a condition) and contrasts (ΔΓ(I) of the `all`
+    row), tasks sampled within family, at the study's level; powers at the claims' adjusted level.
+    """
+
+    agent: str
+    kind: str  # "residual" | "contrast"
+    condition: str
+    truth: float  # of these tasks (sim truth or anticipated)
+    shared_checkpoint: bool
+    half_width_predicted: float
+    half_width_simulated: float
+    ratio: float  # simulated / predicted
+    df: float
+    power_different: float  # share of simulated studies whose adjusted interval excludes 0
+    power_equivalent: float | None  # … lies inside ±margin (None: no margin declared)
+    tasks_factor: float  # × the declared tasks (same family mix) for the target half-width at these trials
+    m_needed: int | None  # m_i for the target at these tasks (None: the tasks' spread alone is wider)
+
+
+def _condition_inputs(design: StudyDesign, agent: str, condition: str) -> list[Anticipated] | None:
+    """Anticipated q_i and P_obs of every task under a condition: sim truth only (None for other agents)."""
+    rows = []
+    for task in design.tasks:
+        truth = design.truth(agent, task.name, condition)
+        if truth is None:
+            return None
+        rows.append(Anticipated(agent=agent, task=task.name, source="sim truth", q=truth.q, p_obs=truth.p_observed))
+    return rows
+
+
+def _arrays(design: StudyDesign, inputs: list[Anticipated]) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    q = [np.asarray(a.q, np.float64) for a in inputs]
+    return q, np.array([float(np.prod(x)) for x in q]), np.array([a.p_obs for a in inputs]), \
+        np.array([design.weight(a.task) for a in inputs])
+
+
+def _simulate(design: StudyDesign, inputs: list[Anticipated], rng: np.random.Generator) -> list[TaskOutcomes]:
+    study = design.study
+    return [simulate_task(a.task, design.task(a.task).family, a.q,
+                          natural_conditionals(np.asarray(a.q, np.float64), a.p_obs),
+                          study.trials.checkpoint, study.trials.natural, rng, weight=design.weight(a.task))
+            for a in inputs]
+
+
+def _claim_interval(row, level: float, claim: float) -> tuple[float | None, float | None, float | None]:
+    """(half-width at the study's level, adjusted low, adjusted high) of a simulated `all` row (cluster-t)."""
+    if row.ci_low is None or row.ci_high is None or row.df is None:
+        return None, None, None
+    point = row.gamma if hasattr(row, "gamma") else row.delta
+    _, lo, hi = t_interval_rescaled(point, row.ci_low, row.ci_high, row.df, level, claim)
+    return (row.ci_high - row.ci_low) / 2, lo, hi
+
+
+def plan_claims(design: StudyDesign, inputs: list[Anticipated], target: float, n_sims: int = 200,
+                seed: int = 0) -> list[ClaimPlan]:
+    """Every confirmatory `all` claim of the study (per agent: Γ under each condition, ΔΓ of each claimed
+    contrast) at the declared trials and tasks: the cluster-t half-width predicted from the tasks' spread and
+    trial variances, checked by ``n_sims`` simulated studies, with the power to reach `different` and
+    `equivalent` and what the target half-width would need. Conditions other than baseline and contrasts
+    need sim truth (other agents: baseline only, from ``inputs``). Empty when no family has 2 tasks."""
+    study = design.study
+    level, m, m0 = study.bootstrap.level, study.trials.checkpoint, study.trials.natural
+    claim = claim_level(study.claims_alpha, study.n_claims)
+    margin = study.claims.equivalence_margin
+    family_index = np.array([sorted({t.family for t in design.tasks}).index(t.family) for t in design.tasks])
+    if np.bincount(family_index).max() < 2:
+        return []  # no family of ≥ 2 tasks: no tasks-sampled interval to plan (the rows say too-few-tasks)
+    out = []
+    rng = np.random.default_rng(seed)
+    base_protocol = study.checkpoint_protocol("baseline").protocol_hash()
+    for spec in study.agents:
+        mine = [a for a in inputs if a.agent == spec.id]
+        by_condition = {"baseline": mine}
+        for c in study.condition_names[1:]:
+            found = _condition_inputs(design, spec.id, c)
+            if found is not None:
+                by_condition[c] = found
+        for condition, cond_inputs in by_condition.items():
+            if condition not in study.condition_names or "all" not in study.claims.rows:
+                continue
+            q, pe, po, w = _arrays(design, cond_inputs)
+            width = predicted_half_width(linearized_truth(pe, po, w), trial_variance_terms(q, pe, po, w, m, m0),
+                                         family_index, level)
+            sims = []
+            for _ in range(n_sims):
+                row = residual_table(_simulate(design, cond_inputs, rng), study.zero_rule, level=level,
+                                     scopes=("all",))[0]
+                sims.append(_claim_interval(row, level, claim))
+            out.append(_claim_plan(spec.id, "residual", condition, float(np.log(pe @ w / (po @ w))), False, width,
+                                   sims, margin, target, level, m))
+        for condition in study.claimed_contrasts:
+            if condition not in by_condition:
+                continue
+            shared = study.checkpoint_protocol(condition).protocol_hash() == base_protocol
+            qa, pea, poa, w = _arrays(design, by_condition["baseline"])
+            qb, peb, pob, _ = _arrays(design, by_condition[condition])
+            x = linearized_truth(pea, poa, w) - linearized_truth(peb, pob, w)
+            tau = trial_variance_terms(qa, pea, poa, w, m, m0, not shared) + \
+                trial_variance_terms(qb, peb, pob, w, m, m0, not shared)
+            width = predicted_half_width(x, tau, family_index, level)
+            sims = []
+            for _ in range(n_sims):
+                a = _simulate(design, by_condition["baseline"], rng)
+                b = _simulate(design, by_condition[condition], rng)
+                if shared:
+                    b = [dataclasses.replace(tb, checkpoint_passes=ta.checkpoint_passes) for ta, tb in zip(a, b)]
+                row = paired_difference(a, b, study.zero_rule, level=level, scopes=("all",), shared_checkpoint=shared)[0]
+                sims.append(_claim_interval(row, level, claim))
+            truth = float(np.log(pea @ w / (poa @ w)) - np.log(peb @ w / (pob @ w)))
+            out.append(_claim_plan(spec.id, "contrast", condition, truth, shared, width, sims, margin, target, level, m))
+    return out
+
+
+def _claim_plan(agent: str, kind: str, condition: str, truth: float, shared: bool, width: HeadlineWidth,
+                sims: list, margin: float | None, target: float, level: float, m: int) -> ClaimPlan:
+    halves = [h for h, _, _ in sims if h is not None]
+    adjusted = [(lo, hi) for h, lo, hi in sims if h is not None]
+    simulated = float(np.mean(halves)) if halves else float("nan")
+    n = max(len(sims), 1)
+    return ClaimPlan(
+        agent=agent, kind=kind, condition=condition, truth=truth, shared_checkpoint=shared,
+        half_width_predicted=width.expected_half_width, half_width_simulated=simulated,
+        ratio=simulated / width.expected_half_width, df=width.df,
+        power_different=sum(lo > 0 or hi < 0 for lo, hi in adjusted) / n,
+        power_equivalent=None if margin is None else sum(-margin < lo and hi < margin for lo, hi in adjusted) / n,
+        tasks_factor=width.tasks_factor(target, level), m_needed=width.trials_needed(target, level, m))
+
+
+def design_warnings(design: StudyDesign) -> list[str]:
+    """The declared design's departures from the calibrated range (also in the pre-registration record)."""
+    sizes: dict[str, int] = {}
+    for t in design.tasks:
+        sizes[t.family] = sizes.get(t.family, 0) + 1
+    return calibrated_range_warnings(design.study.trials.checkpoint, design.study.trials.natural, sizes)

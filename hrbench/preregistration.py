@@ -17,6 +17,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+from collections import Counter
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -25,6 +26,7 @@ from pydantic import BaseModel
 
 from hrbench.envs.registry import AUTO, backend_for_task
 from hrbench.protocol import Study, StudyError, sha256_json
+from hrbench.stats.planning import calibrated_range_warnings
 from hrbench.stores import registration_key
 from hrbench.tasks.model import Task
 
@@ -69,6 +71,9 @@ class Preregistration(BaseModel):
     sandbox: dict
     sealed_inputs: dict[str, str] | None = None  # imported Harbor jobs: {job/file: sha256}
     prereg_sha256: str
+    # Where the declared design is below the range the calibration covers (docs/statistics.md §10), said
+    # before any trial runs (hashed: it follows from the study and its tasks).
+    design_warnings: list[str] = []
     frozen_at: str | None = None  # when it was first written; not hashed (the same protocol frozen twice is one)
 
     def body(self) -> dict:
@@ -124,6 +129,8 @@ def freeze(study: Study, tasks: list[Task], sealed_inputs: dict[str, str] | None
         "code": code_version().model_dump(),
         "check_library_sha256": file_sha256(CHECK_LIBRARY),
         "sandbox": sandbox_limits(study, tasks),
+        "design_warnings": calibrated_range_warnings(study.trials.checkpoint, study.trials.natural,
+                                                     dict(Counter(t.family for t in tasks))),
     }
     if sealed_inputs:
         body["sealed_inputs"] = sealed_inputs

@@ -21,6 +21,7 @@ from hrbench.config_files import describe_validation_error, read_yaml_mapping
 from hrbench.agents.specs import AgentSpec, SimAgentSpec
 from hrbench.exits import NO_RESULT_REASONS
 from hrbench.stats.baselines import BaselineKind
+from hrbench.stats.claims import ErrorRate
 from hrbench.stats.data import ZeroRule
 from hrbench.stats.residuals import QuadrantThresholds
 from hrbench.structure.settings import DepthSettings
@@ -278,6 +279,23 @@ class HarborImport(Frozen):
         min_length=1, description="Harbor `agent@provider/model` (or `agent`) -> the study agent its trials are")
 
 
+class Claims(Frozen):
+    """The confirmatory claims and the error rate controlled across them (docs/statistics.md §13).
+
+    Per agent: each named residual row under every condition, and the overall ΔΓ of each named
+    contrast. Every other interval the study prints is exploratory.
+    """
+
+    rows: list[str] = Field(default_factory=lambda: ["all"],
+                            description="residual rows claimed per agent and condition: 'all' or family names")
+    contrasts: list[str] | None = Field(
+        None, description="conditions whose overall ΔΓ(I) is claimed; null = every condition but baseline")
+    error_rate: ErrorRate = Field("holm", description="holm: family-wise; by: false discovery rate (Benjamini–Yekutieli)")
+    alpha: float | None = Field(None, gt=0, lt=0.5, description="family-wise or FDR level; null = 1 − bootstrap.level")
+    equivalence_margin: float | None = Field(
+        None, gt=0, description="|Γ| (nats) below which an effect counts as none (TOST); null = never 'equivalent'")
+
+
 class Study(Frozen):
     """A pre-registered study: everything declared before any trial runs."""
 
@@ -297,6 +315,7 @@ class Study(Frozen):
     bootstrap: BootstrapSettings = BootstrapSettings()
     retries: Retries = Retries()
     quadrant: QuadrantThresholds = QuadrantThresholds()
+    claims: Claims = Claims()
     seed: int = Field(0, description="seeds every agent's randomness (with the trial key)")
     concurrency: int = Field(
         4, ge=1, le=64, description="trials run at once in one step, over all its partitions (they share this bound)"
@@ -393,6 +412,30 @@ class Study(Frozen):
     def imported(self, agent: str, kind: str) -> HarborImport | None:
         """The import that holds this agent's trials of `kind`, if any."""
         return next((e for e in self.imports if e.kind == kind and agent in e.agents.values()), None)
+
+    def _claimed_contrasts(self) -> "Study":
+        unknown = sorted(set(self.claims.contrasts or []) - (set(self.condition_names) - {"baseline"}))
+        if unknown:
+            raise ValueError(f"claims.contrasts {unknown}: not among the study's non-baseline conditions "
+                             f"{[c for c in self.condition_names if c != 'baseline']}")
+        return self
+
+    @property
+    def claimed_contrasts(self) -> list[str]:
+        """Conditions whose overall ΔΓ(I) is a confirmatory claim."""
+        declared = self.claims.contrasts
+        return [c for c in self.condition_names if c != "baseline"] if declared is None else list(declared)
+
+    @property
+    def n_claims(self) -> int:
+        """k: the confirmatory claims of the whole study (every agent), over which the error rate is controlled."""
+        per_agent = len(self.condition_names) * len(self.claims.rows) + len(self.claimed_contrasts)
+        return len(self.agents) * per_agent
+
+    @property
+    def claims_alpha(self) -> float:
+        """α of the claims: the declared one, else the complement of the study's interval level."""
+        return self.claims.alpha if self.claims.alpha is not None else 1 - self.bootstrap.level
 
     @model_validator(mode="after")
     def _unique_agents(self) -> "Study":

@@ -27,15 +27,18 @@ def _sweep(intervals: list[tuple[float, float, float]], dims: list[dict] | None 
     return pd.DataFrame(rows)
 
 
-@pytest.mark.parametrize("intervals, verdict", [
-    ([(0.8, 0.2, 1.4), (0.5, 0.1, 0.9)], "robust positive"),
-    ([(-0.8, -1.4, -0.2), (-0.5, -0.9, -0.1)], "robust negative"),
-    ([(0.1, -0.3, 0.5), (-0.1, -0.4, 0.2)], "robust null"),
-    ([(0.8, 0.2, 1.4), (0.2, -0.2, 0.6)], "not robust"),  # one choice loses the sign
-    ([(0.8, 0.2, 1.4), (-0.8, -1.4, -0.2)], "not robust"),  # signs disagree
+@pytest.mark.parametrize("intervals, margin, verdict, direction", [
+    ([(0.8, 0.2, 1.4), (0.5, 0.1, 0.9)], None, "different", "positive"),
+    ([(-0.8, -1.4, -0.2), (-0.5, -0.9, -0.1)], 0.5, "different", "negative"),
+    ([(0.1, -0.3, 0.5), (-0.1, -0.4, 0.2)], None, "inconclusive", None),  # contains 0, no margin: no null claim
+    ([(0.1, -0.3, 0.5), (-0.1, -0.4, 0.2)], 0.6, "equivalent", None),  # every interval inside ±0.6
+    ([(0.1, -0.3, 0.5), (-0.1, -0.4, 0.2)], 0.45, "inconclusive", None),  # one interval reaches past the margin
+    ([(0.8, 0.2, 1.4), (0.2, -0.2, 0.6)], 1.0, "inconclusive", None),  # one choice loses the sign; 1.4 > margin
+    ([(0.8, 0.2, 1.4), (-0.8, -1.4, -0.2)], None, "inconclusive", None),  # signs disagree
 ])
-def test_a_verdict_is_robust_only_if_every_choice_agrees(intervals, verdict):
-    assert analysis.sensitivity_verdicts(_sweep(intervals))["verdict"].iloc[0] == verdict
+def test_a_verdict_holds_only_if_every_choice_agrees(intervals, margin, verdict, direction):
+    row = analysis.sensitivity_verdicts(_sweep(intervals), margin).iloc[0]
+    assert (row["verdict"], row["direction"]) == (verdict, direction)
 
 
 def test_the_driver_is_the_choice_that_moves_gamma_most():

@@ -54,7 +54,8 @@ class ReportInputs:
     """The plain tables one report is drawn from (all but `residuals` may be empty).
 
     residuals: horizon_residuals rows of every condition; contrasts: intervention_contrasts;
-    sensitivity: sensitivity verdicts (`analysis.sensitivity_verdicts`); stage_estimates,
+    sensitivity: sensitivity verdicts (`analysis.sensitivity_verdicts`); claims: the confirmatory claims
+    (`hrbench.claims.claims_table`); stage_estimates,
     observed: the per-condition q̂ and r̂ tables; natural: natural trial rows; catalog: task_catalog
     (one row per stage); depth: one row per task with `task`, `depth`, `depth_status`, `n_turns`
     (a task_depth table); dense: `structure.tables.dense_table` rows; positions: accuracy by
@@ -64,6 +65,7 @@ class ReportInputs:
     residuals: pd.DataFrame
     contrasts: pd.DataFrame = field(default_factory=_empty)
     sensitivity: pd.DataFrame = field(default_factory=_empty)
+    claims: pd.DataFrame = field(default_factory=_empty)
     stage_estimates: pd.DataFrame = field(default_factory=_empty)
     observed: pd.DataFrame = field(default_factory=_empty)
     natural: pd.DataFrame = field(default_factory=_empty)
@@ -90,6 +92,10 @@ class ReportHeader(BaseModel):
     protocol: dict[str, object]  # the declared checkpoint protocol
     conditions: list[dict[str, str]]  # name, history, state, protocol hash, sharing note
     imports: list[str] = []  # what was imported from Harbor jobs and when it was recorded (harbor_io.imports)
+    error_rate: str = "holm"  # the claims' error-rate control (Study.claims)
+    alpha: float | None = None
+    n_claims: int = 0
+    equivalence_margin: float | None = None
 
 
 class Figure(BaseModel):
@@ -224,6 +230,8 @@ def _cell(value: object) -> str:
         return "—"
     if isinstance(value, bool | np.bool_):
         return "yes" if value else "no"
+    if isinstance(value, list | tuple | np.ndarray):  # flags: words, not a Python list's text
+        return ", ".join(str(v) for v in value) or "—"
     if isinstance(value, float | np.floating):
         if math.isnan(value):
             return "—"
@@ -285,7 +293,8 @@ _FIGURES = [
     _FigureSpec("contrasts", "Intervention contrasts ΔΓ(I)", "Γ(baseline) − Γ(I), paired over tasks; each side "
                 "keeps its own P_expected and P_observed.", lambda i, s: figures.contrast_plot(i.contrasts)),
     _FigureSpec("sensitivity", "Sensitivity ranges", "Range of Γ of the baseline over every admissible protocol, "
-                "baseline model, zero rule and decomposition; robust only when every interval agrees.",
+                "baseline model, zero rule and decomposition; 'different' only when every interval excludes 0 on one "
+                "side, 'equivalent' only when every interval lies inside the declared margin.",
                 lambda i, s: figures.sensitivity_plot(i.sensitivity)),
     _FigureSpec("depth_work", "Depth–work plane", "W (solution lines) against D (smallest turn cap some model "
                 "passes under), per task; H_dep stands in when D was not measured.",
@@ -355,6 +364,47 @@ def too_small_notes(residuals: pd.DataFrame) -> list[str]:
     return notes
 
 
+#: Flags that change how a claim reads, in words (the legend shows only those that occur). `boundary`
+#: (some count at m) is left out: in a study of capable agents it is on nearly every row and says nothing.
+FLAG_WORDS = {
+    "zero-rule": "a raw count of 0 entered a log",
+    "one-sided": "only a one-sided bound exists (a raw count of 0)",
+    "no-estimate": "no estimate: no success on either side",
+    "few-tasks": "few tasks: the population interval rests on < 4 degrees of freedom or families of 2–4 tasks "
+                 "(wide, conservative)",
+    "too-few-tasks": "too few tasks for a population interval: the tasks-fixed interval is shown",
+    "excluded": "tasks dropped by the exclude rule",
+    "few-families": "fewer than 10 families: the family mix is held fixed (families are not resampled)",
+}
+
+
+def _num(value: object) -> str:
+    return _cell(None if value is None or (isinstance(value, float) and math.isnan(value)) else value)
+
+
+def claim_sentences(claims: pd.DataFrame) -> list[dict]:
+    """Per agent, one sentence per confirmatory claim (estimate, adjusted interval, verdict, truth), and
+    the flags that change its reading."""
+    out: dict[str, list[dict]] = {}
+    for c in claims.to_dict(orient="records") if len(claims) else []:
+        what = f"Γ under {c['condition']}" if c["kind"] == "residual" else f"ΔΓ({c['condition']}) = Γ(baseline) − Γ({c['condition']})"
+        scope = "" if c["name"] == "all" else f" in family {c['name']}"
+        flags = [f for f in (c.get("flags") if c.get("flags") is not None else []) if f in FLAG_WORDS]
+        truth = "" if c.get("truth") is None or (isinstance(c["truth"], float) and math.isnan(c["truth"])) \
+            else f"; truth {_num(c['truth'])}"
+        text = (f"{what}{scope}: {_num(c['estimate'])}, adjusted interval [{_num(c['adj_ci_low'])}, "
+                f"{_num(c['adj_ci_high'])}] (unadjusted [{_num(c['ci_low'])}, {_num(c['ci_high'])}], "
+                f"{c['claim_estimand']}){truth}")
+        out.setdefault(c["agent"], []).append({"text": text, "verdict": c["verdict"], "flags": flags})
+    return [{"agent": a, "claims": cs} for a, cs in out.items()]
+
+
+def flag_legend(claims: pd.DataFrame) -> list[dict]:
+    """The words of the flags the claims carry (only those: a legend of flags nobody sees is noise)."""
+    seen = {f for fl in (claims["flags"] if len(claims) and "flags" in claims else []) for f in (fl if fl is not None else [])}
+    return [{"flag": f, "meaning": w} for f, w in FLAG_WORDS.items() if f in seen]
+
+
 def report_context(header: ReportHeader, inputs: ReportInputs, figs: list[Figure] | None = None) -> dict:
     """Everything the template renders: header, figures, tables, statements of counts and estimands."""
     figs = report_figures(inputs) if figs is None else figs
@@ -366,6 +416,8 @@ def report_context(header: ReportHeader, inputs: ReportInputs, figs: list[Figure
     positions = positions_of(inputs)
     return {
         "header": header.model_dump(),
+        "claims": claim_sentences(inputs.claims),
+        "flag_legend": flag_legend(inputs.claims),
         "figures": [{"key": f.key, "title": f.title, "caption": f.caption, "src": f.data_uri} for f in figs],
         "residuals": table_rows(residuals, RESIDUAL_COLUMNS, _HIDDEN),
         "estimand_notes": _estimand_notes(residuals),
@@ -378,7 +430,7 @@ def report_context(header: ReportHeader, inputs: ReportInputs, figs: list[Figure
                                                     "true_delta_gamma_sampled", "trial_ci_low", "trial_ci_high",
                                                     "true_delta_gamma", "flags"], _HIDDEN | {"delta_stage_terms"}),
         "sensitivity": table_rows(sensitivity, ["agent", "scope", "name", "gamma_min", "gamma_max", "verdict",
-                                                "driver", "n_choices", "true_gamma"], _HIDDEN),
+                                                "direction", "driver", "n_choices", "true_gamma"], _HIDDEN),
         "dense": table_rows(dense_summary(inputs.dense, header.level)),
         "structure": table_rows(structure, ["task", "family", "depth", "depth_status", "n_turns", "work_lines"]),
         "depth_measured": bool(len(structure) and "depth" in structure and structure["depth"].notna().any()),

@@ -56,7 +56,9 @@ def report_header(design: StudyDesign, frozen_at: str | None = None) -> ReportHe
                         checkpoint_trials=study.trials.checkpoint, natural_trials=study.trials.natural,
                         n_boot=study.bootstrap.n_boot, bootstrap_seed=study.bootstrap.seed,
                         level=study.bootstrap.level, protocol=protocol, conditions=conditions,
-                        imports=import_statements(design.study, design.imported, frozen_at) if study.imports else [])
+                        imports=import_statements(design.study, design.imported, frozen_at) if study.imports else [],
+                        error_rate=study.claims.error_rate, alpha=study.claims_alpha, n_claims=study.n_claims,
+                        equivalence_margin=study.claims.equivalence_margin)
 
 
 def _mine(design: StudyDesign, frame: pd.DataFrame) -> pd.DataFrame:
@@ -92,6 +94,7 @@ def study_inputs(design: StudyDesign, tables: ReportTables, stores: StudyStores 
     baseline = natural[natural["condition"] == "baseline"] if len(natural) else natural
     positions = position_table(record_scores(baseline, design.tasks), level=design.study.bootstrap.level)
     return ReportInputs(residuals=tables.residuals, contrasts=tables.contrasts, sensitivity=tables.sensitivity,
+                        claims=tables.claims,
                         stage_estimates=stored(STAGE_ESTIMATES), observed=stored(OBSERVED_SUCCESS),
                         natural=natural, catalog=design.catalog(), depth=stored(TASK_DEPTH),
                         dense=dense, positions=positions)

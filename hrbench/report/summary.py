@@ -1,4 +1,8 @@
-"""summary.json: residuals (per condition), intervention contrasts and sensitivity verdicts, machine-readable.
+"""summary.json: confirmatory claims, residuals (per condition), intervention contrasts and sensitivity verdicts.
+
+`claims` lists the study's confirmatory claims (docs/statistics.md §13) with their unadjusted and
+adjusted intervals side by side, adjusted p-values and verdicts; every residual and contrast row
+says whether it is one of them (`confirmatory`) — every other interval is exploratory.
 
 Every interval is named by its estimand (`ci_estimand` for the headline `ci_low`/`ci_high`;
 `trial_ci_*` is always "tasks: fixed") and sits beside the truth it targets for sim agents
@@ -18,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from hrbench.analysis import ReportTables
+from hrbench.claims import CLAIMS_FIELDS
 from hrbench.design import StudyDesign
 
 SUMMARY_FIELDS = [
@@ -26,6 +31,7 @@ SUMMARY_FIELDS = [
     "trial_ci_low", "trial_ci_high", "trial_ci_method", "true_gamma",
     "se_delta", "zero_rule", "zero_rule_applied", "flags", "bound", "bound_value", "quadrant", "n_excluded",
     "m_planned", "m_used", "m_missing",
+    "families_ci_low", "families_ci_high", "families_df", "confirmatory", "adj_ci_low", "adj_ci_high", "p_value",
 ]
 
 
@@ -48,9 +54,10 @@ def _clean(value: object) -> object:
 
 CONTRAST_FIELDS = ["agent", "condition", "scope", "name", "delta_gamma", "ci_estimand", "ci_low", "ci_high", "ci_method",
                    "df", "true_delta_gamma_sampled", "trial_ci_low", "trial_ci_high", "trial_ci_method",
-                   "true_delta_gamma", "flags", "n_tasks"]
-SENSITIVITY_FIELDS = ["agent", "scope", "name", "gamma_min", "gamma_max", "verdict", "driver", "n_choices",
-                      "true_gamma"]
+                   "true_delta_gamma", "flags", "n_tasks", "shared_checkpoint", "confirmatory", "adj_ci_low",
+                   "adj_ci_high", "p_value"]
+SENSITIVITY_FIELDS = ["agent", "scope", "name", "gamma_min", "gamma_max", "verdict", "direction", "driver",
+                      "n_choices", "true_gamma"]
 
 
 def summary_rows(frame: pd.DataFrame, fields: list[str] = SUMMARY_FIELDS) -> list[dict]:
@@ -69,7 +76,12 @@ def write_summary(design: StudyDesign, tables: ReportTables, path: Path) -> Path
             return frame
         return frame.sort_values("agent", key=lambda agents: agents.map(order), kind="stable")
 
-    body = {"study": design.study.name, "prereg_sha256": design.prereg_sha256,
+    study = design.study
+    body = {"study": study.name, "prereg_sha256": design.prereg_sha256, "level": study.bootstrap.level,
+            "error_rate": study.claims.error_rate, "alpha": study.claims_alpha, "n_claims": study.n_claims,
+            "equivalence_margin": study.claims.equivalence_margin,
+            "design_warnings": design.preregistration.design_warnings,
+            "claims": summary_rows(ordered(tables.claims), CLAIMS_FIELDS),
             "residuals": summary_rows(ordered(tables.residuals)),
             "contrasts": summary_rows(ordered(tables.contrasts), CONTRAST_FIELDS),
             "sensitivity": summary_rows(ordered(tables.sensitivity), SENSITIVITY_FIELDS)}

@@ -446,7 +446,9 @@ def task_resample_gammas(
 
     The one-stage cluster bootstrap (Davison & Hinkley 1997, §3.8): the spread of
     the drawn tasks' estimates already contains their trial noise, so trials are
-    not resampled again. Offered beside the rescaled default (`rescaled_task_resample_gammas`).
+    not resampled again. A comparison scheme (``hierarchical="tasks_only"``), like the Rao–Wu rescaled
+    one (`rescaled_task_resample_gammas`); the default tasks-sampled interval is the closed-form
+    cluster-t (`hrbench.stats.cluster`), which draws no replicate.
     """
     rng = np.random.default_rng(seed)
     strata = [np.flatnonzero(pk.family_index == f) for f in range(len(pk.families))]

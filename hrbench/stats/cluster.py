@@ -206,6 +206,36 @@ def cluster_t_intervals(
         low[g], high[g], se[g], df[g], n_multi[g], n_small[g] = cluster_t_from_terms(*terms, w > 0, stratum, level)
     return ClusterT(low=low, high=high, se=se, df=df, n_multi=n_multi, n_small=n_small)
 
+#: Families are resampled as a level of the hierarchy (METR's family → task → run) from this many
+#: families on. The family-level interval is a t interval on F − 1 df whose variance is the spread of F
+#: family totals: below 10 families its df are < 9, the variance estimate's coefficient of variation
+#: sqrt(2/(F − 1)) exceeds 0.5 and t_{F−1} inflates the width by > 15 % over the normal quantile at 95 %
+#: (by > 50 % at 99.5 %), so the row keeps the fixed-family interval and says so (flag ``few-families``).
+FAMILY_LEVEL_MIN = 10
+
+
+def families_sampled_interval(
+    p_exp: np.ndarray, p_obs: np.ndarray, var_exp: np.ndarray, var_obs: np.ndarray, w: np.ndarray,
+    family: np.ndarray, level: float,
+) -> tuple[float, float, float] | None:
+    """Γ̂ ± t_{F−1}·SE with families as the sampled units (tasks nested in them, trials in tasks): the
+    ultimate-cluster variance F/(F−1) Σ_f (X_f − X̄)² of the family totals X_f = Σ_{t∈f} x_t of the
+    linearized terms (:func:`linearized_terms`), which contains the task- and trial-level variance of
+    each total; floored, as the stratified interval is, at a share of the trial variance.
+    Returns (low, high, df), or None with fewer than 2 families or no estimate."""
+    terms = linearized_terms(p_exp, p_obs, var_exp, var_obs, w)
+    live = w > 0
+    fams = np.unique(family[live])
+    if terms is None or fams.size < 2:
+        return None
+    theta, x, tau = terms
+    F = fams.size
+    totals = np.array([x[live & (family == f)].sum() for f in fams])
+    v = max(F / (F - 1) * float(np.sum((totals - totals.mean()) ** 2)), float(tau[live].sum()) * _floor_share(F))
+    half = float(stats.t.ppf(0.5 + level / 2, F - 1)) * math.sqrt(v)
+    return theta - half, theta + half, float(F - 1)
+
+
 def effective_jeffreys_log_limits(
     point: np.ndarray, centre: np.ndarray, var: np.ndarray, level: float, n_cap: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -13,6 +13,14 @@ are shared (paired). Intervals, as in the residual table (docs/statistics.md §8
   the trial-variance floor (both sides' trial variances) and Bell–McCaffrey df; flagged
   ``few-tasks`` below 4 df, ``too-few-tasks`` (no interval) without a family of ≥ 2 tasks.
 
+**Shared checkpoint trials** (``shared_checkpoint=True``: two conditions whose predictions use
+the *same* checkpoint trials, e.g. baseline, context reset and state repair under one
+protocol). Then P̂_exp is one estimate on both sides and cancels exactly:
+ΔΓ = ln Ō_b − ln Ō_a. Treating the sides as independent counted the checkpoint variance twice
+(intervals 25–35 % too wide, issue 25); with the covariance, the tasks-fixed interval is MOVER
+of the two independent observed terms only, and the cluster-t floor holds only the observed
+trial variances (the between-task terms x_a − x_b already lose the shared part).
+
 The bootstrap schemes (``hierarchical="tasks_rescaled"`` etc.) are kept for comparison: a
 hierarchical replicate draws the *same* tasks for both sides, then resamples each side's trials.
 """
@@ -20,6 +28,7 @@ hierarchical replicate draws the *same* tasks for both sides, then resamples eac
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Sequence
 
 import numpy as np
@@ -38,6 +47,8 @@ from hrbench.stats.bootstrap import (
 from hrbench.stats.cluster import (
     FEW_TASKS_DF,
     cluster_t_from_terms,
+    effective_jeffreys_log_limits,
+    jeffreys_log_limits,
     linearized_terms,
     mover_aggregate_intervals,
     trial_variances,
@@ -101,6 +112,15 @@ def _align(tasks_a: Sequence[TaskOutcomes], tasks_b: Sequence[TaskOutcomes]) -> 
     return out
 
 
+def _check_shared(tasks_a: Sequence[TaskOutcomes], tasks_b: Sequence[TaskOutcomes]) -> None:
+    """Shared checkpoint trials must be the same trials: otherwise the covariance claimed does not exist."""
+    for a, b in zip(tasks_a, tasks_b):
+        same = len(a.checkpoint_passes) == len(b.checkpoint_passes) and all(
+            np.array_equal(x, y) for x, y in zip(a.checkpoint_passes, b.checkpoint_passes))
+        if not same:
+            raise ValueError(f"task {a.name!r}: shared_checkpoint=True but the two sides' checkpoint trials differ")
+
+
 def _with_weights(pk: Packed, weights: np.ndarray) -> Packed:
     """``pk`` with side a's weights (weights and families are side a's)."""
     return dataclasses.replace(pk, weights=np.asarray(weights, np.float64))
@@ -120,6 +140,7 @@ def paired_difference(
     scopes: Sequence[Scope] = ALL_SCOPES,
     hierarchical: HierarchicalScheme = "cluster_t",
     aggregate: AggregateRule = "unbiased",
+    shared_checkpoint: bool = False,
 ) -> list[DifferenceRow]:
     """Paired intervals for Γ_a − Γ_b per task, family and overall (module docstring).
 
@@ -129,11 +150,18 @@ def paired_difference(
     :func:`~hrbench.stats.residuals.residual_table`, so each side's Γ equals that
     table's. ``cluster_t`` (default) is closed-form (``n_boot``, ``seed`` unused); the
     bootstrap schemes give both sides the same task draws (paired) and percentile intervals.
+    ``shared_checkpoint``: both sides' predictions come from the same checkpoint trials (checked:
+    they must be identical), so P̂_exp cancels and only the observed sides carry trial variance.
     """
     tasks_a = list(tasks_a)
     tasks_b = _align(tasks_a, tasks_b)
+    if shared_checkpoint:
+        _check_shared(tasks_a, tasks_b)
     if hierarchical == "cluster_t":
-        return _closed_form_difference(tasks_a, tasks_b, zero_rule, n_boot, level, scopes, aggregate)
+        return _closed_form_difference(tasks_a, tasks_b, zero_rule, n_boot, level, scopes, aggregate,
+                                       shared_checkpoint)
+    if shared_checkpoint:
+        raise ValueError("shared_checkpoint needs the closed-form intervals (hierarchical='cluster_t')")
     pk_a, pk_b = pack(tasks_a), pack(tasks_b)
     T = pk_a.n_tasks
     names, member = group_matrix(pk_a)
@@ -213,6 +241,35 @@ def _mover_difference(d: float, a: tuple[float, float, float], b: tuple[float, f
         return (d - float(np.hypot(ga - la, ub - gb)), d + float(np.hypot(ua - ga, gb - lb)))
 
 
+def _observed_difference(delta: float, a: TaskOutcomes, b: TaskOutcomes, level: float) -> tuple[float, float]:
+    """Tasks-fixed interval of one task's ΔΓ when the sides share checkpoint trials: ΔΓ = ln P_obs,b − ln P_obs,a.
+
+    MOVER of the two sides' Jeffreys log-limits of k_0 of m_0 (independent natural rollouts), centred on
+    the raw proportions and widened, if need be, to hold the declared rule's Δ̂ (as a task row is).
+    """
+    k0 = np.array([b.passed[-1], a.passed[-1]])
+    m0 = np.array([b.m0, a.m0])
+    lim = jeffreys_log_limits(k0, m0, level)
+    raw = np.log(k0 / m0)
+    (ob, oa), (l_b, l_a), (u_b, u_a) = raw, lim[0], lim[1]
+    lo, hi = _mover_difference(float(ob - oa), (float(ob), float(l_b), float(u_b)), (float(oa), float(l_a), float(u_a)))
+    return min(lo, delta), max(hi, delta)
+
+
+def _observed_log_limits(
+    po: np.ndarray, k0: np.ndarray, m0: np.ndarray, wmat: np.ndarray, level: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per group, the tasks-fixed limits of ln Ō (effective-count Jeffreys, capped at the Kish trial count:
+    the observed half of :func:`~hrbench.stats.cluster.mover_aggregate_intervals`)."""
+    W = wmat.sum(axis=0)
+    share2 = (wmat / np.where(W > 0, W, 1.0)) ** 2
+    o_j = (k0 + 0.5) / (m0 + 1.0)
+    var_o = o_j * (1 - o_j) / m0
+    cap = 1.0 / ((1.0 / m0) @ share2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return effective_jeffreys_log_limits((po @ wmat) / W, (o_j @ wmat) / W, var_o @ share2, level, cap)
+
+
 def _closed_form_difference(
     tasks_a: list[TaskOutcomes],
     tasks_b: list[TaskOutcomes],
@@ -221,8 +278,12 @@ def _closed_form_difference(
     level: float,
     scopes: Sequence[Scope],
     aggregate: AggregateRule,
+    shared: bool = False,
 ) -> list[DifferenceRow]:
-    """MOVER (tasks fixed) and paired cluster-t (tasks sampled) intervals of ΔΓ (module docstring)."""
+    """MOVER (tasks fixed) and paired cluster-t (tasks sampled) intervals of ΔΓ (module docstring).
+
+    ``shared``: the sides share their checkpoint trials, so only the observed terms enter either interval.
+    """
     pk_a, pk_b = pack(tasks_a), pack(tasks_b)
     names, member = group_matrix(pk_a)
     est_a = [estimate_task(t, zero_rule, level) for t in tasks_a]
@@ -235,11 +296,13 @@ def _closed_form_difference(
     task_b = residual_table(tasks_b, zero_rule, level=level, scopes=("task",))
     task_rows: list[DifferenceRow] = []
     common = dict(level=level, n_boot=n_boot)
-    for ra, rb in zip(task_a, task_b):
+    for out_a, out_b, ra, rb in zip(tasks_a, tasks_b, task_a, task_b):
         defined = ra.gamma is not None and rb.gamma is not None
         delta = ra.gamma - rb.gamma if defined else None
         lo = hi = None
-        if defined:
+        if defined and shared:
+            lo, hi = _observed_difference(delta, out_a, out_b, level)
+        elif defined:
             lo, hi = _mover_difference(delta, (ra.gamma, ra.ci_low, ra.ci_high), (rb.gamma, rb.ci_low, rb.ci_high))
         flags = [f for f in dict.fromkeys([*ra.flags, *rb.flags]) if f in ("zero-rule", "boundary", "excluded")]
         if not defined:
@@ -260,6 +323,9 @@ def _closed_form_difference(
         theta = aggregate_gamma(pe, po, wmat, "bound" if raw else zero_rule)
         low, high = mover_aggregate_intervals(pe, po, pk.k, pk.m, pk.mask, k0, pk.m0, wmat, level)
         var_e, var_o = trial_variances(pk.k, pk.m, pk.mask, k0, pk.m0)
+        if shared:  # the checkpoint side is one estimate on both sides: no trial variance in the difference
+            var_e = np.zeros_like(var_e)
+            low, high = _observed_log_limits(po, k0, pk.m0, wmat, level)
         sides.append((pe, po, theta, low, high, var_e, var_o))
     (pe_a, po_a, th_a, lo_a, hi_a, ve_a, vo_a), (pe_b, po_b, th_b, lo_b, hi_b, ve_b, vo_b) = sides
     for g, name in enumerate(names):
@@ -286,7 +352,11 @@ def _closed_form_difference(
                 trial_ci_high=None, ci_method="none", trial_ci_method="none", flags=["no-estimate"]))
             continue
         delta = ga - gb
-        t_lo, t_hi = _mover_difference(delta, (ga, lo_a[g], hi_a[g]), (gb, lo_b[g], hi_b[g]))
+        if shared:  # ΔΓ = ln Ō_b − ln Ō_a; lo/hi hold each side's limits of ln Ō
+            o_a, o_b = math.log(float(po_a @ w / w.sum())), math.log(float(po_b @ w / w.sum()))
+            t_lo, t_hi = _mover_difference(delta, (o_b, lo_b[g], hi_b[g]), (o_a, lo_a[g], hi_a[g]))
+        else:
+            t_lo, t_hi = _mover_difference(delta, (ga, lo_a[g], hi_a[g]), (gb, lo_b[g], hi_b[g]))
         lo, hi, _, df, n_multi, n_small = cluster_t_from_terms(delta, ta[1] - tb[1], ta[2] + tb[2], w > 0,
                                                       pk_a.family_index, level)
         zero = any(est_a[i].zero_rule_applied or est_b[i].zero_rule_applied for i in idx)

@@ -91,7 +91,7 @@ def plan_trials(
     )
 
 
-def _natural_conditionals(q: np.ndarray, p_obs: float) -> np.ndarray:
+def natural_conditionals(q: np.ndarray, p_obs: float) -> np.ndarray:
     """Per-stage natural r_i with Π r_i = P_obs: the checkpoint shape scaled down uniformly
     (degradation spread over stages), or homogeneous if scaling would push an r_i above 1."""
     r = q * (p_obs / float(np.prod(q))) ** (1 / q.size)
@@ -110,7 +110,7 @@ def simulate_half_width(
 ) -> SimulatedWidth:
     """Simulate ``n_sims`` studies of one task and measure the spread of Γ̂ directly."""
     qa = _check(q, p_obs)
-    r = _natural_conditionals(qa, p_obs)
+    r = natural_conditionals(qa, p_obs)
     k, passed = simulate_counts(qa, r, np.full(qa.size, m_stage), m0, np.random.default_rng(seed), n_sims)
     reached = np.concatenate([np.full((n_sims, 1), m0), passed[:, :-1]], axis=1)
     log_q, log_r = log_proportions(k, np.full_like(k, m_stage), passed, reached, zero_rule)
@@ -139,3 +139,102 @@ def min_detectable_gamma(
     if not 0 < power < 1:
         raise ValueError("power must be in (0, 1)")
     return (_z(level) + float(stats.norm.ppf(power))) * delta_se_planned(q, p_obs, m_i, m0)
+
+
+# -- the headline and the contrasts: tasks sampled (docs/statistics.md §10) -------------------------------
+
+#: The calibration grid's range (docs/statistics.md §11): trial counts from 10 per stage and per task, and
+#: families of at least 5 tasks for a tasks-sampled interval that is neither flagged nor conservative.
+CALIBRATED_MIN_TRIALS = 10
+CALIBRATED_MIN_FAMILY = 5
+
+
+def calibrated_range_warnings(m_stage: int, m0: int, family_sizes: dict[str, int]) -> list[str]:
+    """Why a design is below the range the calibration covers (empty when it is inside it)."""
+    out = []
+    if min(m_stage, m0) < CALIBRATED_MIN_TRIALS:
+        out.append(f"m_i = {m_stage}, m_0 = {m0}: below the calibrated {CALIBRATED_MIN_TRIALS} trials per stage and "
+                   "per task (intervals of task rows and contrasts are not calibrated there: boundary counts "
+                   "dominate and many contrasts have no estimate)")
+    small = sorted(f for f, n in family_sizes.items() if n < CALIBRATED_MIN_FAMILY)
+    if small:
+        out.append(f"families with fewer than {CALIBRATED_MIN_FAMILY} tasks ({', '.join(small)}): their population "
+                   "(tasks: sampled) intervals are flagged few-tasks / too-few-tasks, wide and conservative")
+    return out
+
+
+def linearized_truth(p_exp: np.ndarray, p_obs: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """x_t = (w_t/W)(P_exp,t/Ē − P_obs,t/Ō) of true per-task probabilities (Γ̂ − Γ ≈ Σ x̂_t − Σ x_t)."""
+    W = weights.sum()
+    E, O = float(np.dot(weights, p_exp) / W), float(np.dot(weights, p_obs) / W)
+    return (weights / W) * (p_exp / E - p_obs / O)
+
+
+def trial_variance_terms(q: Sequence[np.ndarray], p_exp: np.ndarray, p_obs: np.ndarray, weights: np.ndarray,
+                         m_stage: int, m0: int, checkpoint: bool = True) -> np.ndarray:
+    """τ_t: the trial-level variance of x̂_t at m_i, m_0 (``checkpoint=False``: the observed side only,
+    for a contrast whose sides share their checkpoint trials)."""
+    W = weights.sum()
+    E, O = float(np.dot(weights, p_exp) / W), float(np.dot(weights, p_obs) / W)
+    var_e = np.array([float(np.sum((np.prod(qt) / qt) ** 2 * qt * (1 - qt) / m_stage)) for qt in q])
+    var_o = p_obs * (1 - p_obs) / m0
+    return (weights / W) ** 2 * ((var_e / E**2 if checkpoint else 0.0) + var_o / O**2)
+
+
+class HeadlineWidth(BaseModel):
+    """Predicted tasks-sampled half-width of a group's interval (cluster-t), split into its parts."""
+
+    model_config = ConfigDict(frozen=True)
+
+    half_width: float  # t_ν · √V at the expected variances
+    expected_half_width: float  # E[t_ν̂ · √v̂] over the estimated variances' χ² spread (what a study prints)
+    df: float
+    between: float  # Σ_f n_f σ²_f: the tasks' spread (does not shrink with trials)
+    trial: float  # Σ_t τ_t at the planned trials
+
+    def tasks_factor(self, target: float, level: float) -> float:
+        """How many times the declared tasks (same family mix) reach ``target`` at these trials."""
+        t = float(stats.t.ppf(0.5 + level / 2, max(self.df, 1.0)))
+        return (t * t * (self.between + self.trial)) / target**2
+
+    def trials_needed(self, target: float, level: float, m_stage: int) -> int | None:
+        """m_i (m_0 in proportion) at the declared tasks for ``target``; None when the tasks' spread alone is wider."""
+        t = float(stats.t.ppf(0.5 + level / 2, max(self.df, 1.0)))
+        room = target**2 / (t * t) - self.between
+        return None if room <= 0 else max(1, math.ceil(m_stage * self.trial / room - 1e-9))
+
+
+def predicted_half_width(x: np.ndarray, tau: np.ndarray, family_index: np.ndarray, level: float) -> HeadlineWidth:
+    """The cluster-t half-width expected at these true linearized terms and trial variances: within family f
+    the stratum total varies by n_f σ²_f + Σ τ_t (tasks sampled, then trials), with Satterthwaite df as the
+    interval computes them (hrbench.stats.cluster). Single-task families add their trial variance only.
+
+    A study prints t_ν̂ · √v̂ with v̂_f and ν̂ estimated: each family's v̂_f spreads as V_f χ²_{n_f−1}/(n_f−1),
+    and at a high level t_ν̂ is steep in ν̂ (t_{0.9975} is 3.15 at 20 df, 3.58 at 10), so the expected printed
+    half-width is above t_ν √V; ``expected_half_width`` averages it over 4,000 such draws (seeded)."""
+    between = trial = denom = fixed = 0.0
+    parts, dfs = [], []
+    for f in np.unique(family_index):
+        s = family_index == f
+        n = int(s.sum())
+        v_trial = float(tau[s].sum())
+        v_between = n * float(np.var(x[s], ddof=1)) if n > 1 else 0.0
+        between, trial = between + v_between, trial + v_trial
+        if n > 1:
+            denom += (v_between + v_trial) ** 2 / (n - 1)
+            parts.append(v_between + v_trial)
+            dfs.append(n - 1)
+        else:
+            fixed += v_trial
+    total = between + trial
+    df = total**2 / denom if denom > 0 else math.nan
+    t = float(stats.t.ppf(0.5 + level / 2, df)) if df == df else math.nan
+    expected = math.nan
+    if parts:
+        k = np.asarray(dfs, np.float64)
+        draws = np.random.default_rng(0).chisquare(k, size=(4000, k.size)) / k * np.asarray(parts)
+        v = draws.sum(axis=1) + fixed
+        nu = v**2 / np.sum(draws**2 / k, axis=1)
+        expected = float(np.mean(stats.t.ppf(0.5 + level / 2, nu) * np.sqrt(v)))
+    return HeadlineWidth(half_width=t * math.sqrt(total), expected_half_width=expected, df=df, between=between,
+                         trial=trial)

@@ -44,7 +44,9 @@ from hrbench.stats.bootstrap import (
     trial_variants,
 )
 from hrbench.stats.cluster import (
+    FAMILY_LEVEL_MIN,
     FEW_TASKS_DF,
+    families_sampled_interval,
     cluster_t_intervals,
     var_p_expected,
     jeffreys_log_limits,
@@ -106,7 +108,10 @@ Estimand = Literal["tasks: fixed", "tasks: sampled"]
 #: limit there; ``few-tasks`` tasks-sampled interval with < FEW_TASKS_DF df or a family of 2–4
 #: tasks (t-based with few df, or the whole trial-variance floor: wide, conservative); ``too-few-tasks`` no tasks-sampled interval (no family with ≥ 2 tasks);
 #: ``excluded`` dropped by the ``exclude`` rule.
-Flag = Literal["zero-rule", "one-sided", "no-estimate", "boundary", "few-tasks", "too-few-tasks", "excluded"]
+#: ``few-families``: the `all` row has 2 to FAMILY_LEVEL_MIN − 1 families, too few to resample them as a
+#: level, so its headline keeps the family mix fixed (families_ci_* null).
+Flag = Literal["zero-rule", "one-sided", "no-estimate", "boundary", "few-tasks", "too-few-tasks", "excluded",
+               "few-families"]
 
 
 class ResidualRow(BaseModel):
@@ -149,6 +154,11 @@ class ResidualRow(BaseModel):
     flags: list[Flag] = []
     stage_terms: list[float | None] | None = None
     stage_term_ci: list[tuple[float | None, float | None]] | None = None
+    # `all` rows with ≥ FAMILY_LEVEL_MIN families: families resampled too (family → task → trial), the
+    # population of families the study's families stand for (docs/statistics.md §7.6).
+    families_ci_low: float | None = None
+    families_ci_high: float | None = None
+    families_df: float | None = None
 
 
 def _f(x: float) -> float | None:
@@ -580,6 +590,15 @@ def residual_table(
         flags: list[str] = ["zero-rule"] if base["zero_rule_applied"] else []
         if any("boundary" in values[i].flags for i in idx):
             flags.append("boundary")
+        families: dict = {}
+        if scope == "all" and np.isfinite(theta[g]):
+            n_families = np.unique(pk.family_index[idx]).size
+            if n_families >= FAMILY_LEVEL_MIN and hierarchical == "cluster_t":
+                fam = families_sampled_interval(pe_g, po_g, var_e, var_o, wmat[:, g], pk.family_index, level)
+                if fam is not None:
+                    families = dict(families_ci_low=fam[0], families_ci_high=fam[1], families_df=fam[2])
+            elif n_families >= 2:
+                flags.append("few-families")
         if np.isfinite(theta[g]):
             gamma = float(theta[g])
             t_low, t_high = trial_ci[g]
@@ -608,6 +627,6 @@ def residual_table(
             trial_ci_low=_f(t_low), trial_ci_high=_f(t_high),
             se_delta=aggregate_delta_se(group_ests, w), ci_method=method, trial_ci_method=t_method, df=df,
             quadrant=quadrant(p_exp, p_obs, quadrant_thresholds), bound=bound, bound_value=bound_value,
-            flags=flags, **base,
+            flags=flags, **families, **base,
         ))
     return rows

@@ -69,6 +69,23 @@ def test_report_states_hash_protocol_counts_zero_rule_and_estimands(full):
     assert "too few tasks" in page  # a column added upstream is shown without a change in the report
 
 
+def test_the_report_opens_with_the_claims_then_figures_and_keeps_raw_counts_in_an_appendix(full):
+    """Issue 25: a reader meets the confirmatory claims first, one sentence each with its verdict; the raw
+    counts and every column follow in collapsed details; hashes are short, the full value on hover."""
+    _, _, page = full
+    claims, figures = page.index('id="claims"'), page.index("<h2>Figures</h2>")
+    raw, residual_table = page.index("Appendix: raw counts"), page.index("<h2>Residual table</h2>")
+    assert claims < figures < residual_table < raw
+    first = page[claims:figures]
+    assert first.count("<li>") == 4 and "adjusted interval [" in first and "inconclusive" in first
+    assert "truth 0.450" in first and "family-wise error rate (Holm)" in first and "±0.5" in first
+    assert "few-tasks" in first and "boundary" not in first  # flags only where they change the reading
+    assert "<table" not in first
+    assert f'<code title="{tables.PREREG}">{tables.PREREG[:12]}</code>' in page
+    assert "<details><summary>Checkpoint k/m" in page[raw:]
+    assert "[&#39;" not in page and "['" not in page  # flags as words, not a Python list's text
+
+
 def test_only_the_residuals_are_required():
     only = ReportInputs(residuals=tables.inputs().residuals)
     figs = report_figures(only)
@@ -134,10 +151,10 @@ _PROBE = ("const v=[];document.addEventListener('securitypolicyviolation',e=>v.p
           ".map(i=>i.complete?i.naturalWidth:0),r:performance.getEntriesByType('resource').map(e=>e.name),v:v});});")
 
 
-def _probe_page(page: str) -> str:
-    digest = base64.b64encode(hashlib.sha256(_PROBE.encode()).digest()).decode()
+def _probe_page(page: str, script: str = _PROBE) -> str:
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
     page = page.replace("default-src 'none';", f"default-src 'none'; script-src 'sha256-{digest}';", 1)
-    return page.replace("<head>", f"<head><script>{_PROBE}</script>", 1)
+    return page.replace("<head>", f"<head><script>{script}</script>", 1)
 
 
 def _chromium(args: list[str], html: Path) -> str:
@@ -151,30 +168,55 @@ def _chromium(args: list[str], html: Path) -> str:
     return done.stdout
 
 
-def _probe(html: Path) -> dict:
-    dom = _chromium(["--virtual-time-budget=10000", "--dump-dom"], html)
+def _probe(html: Path, *args: str) -> dict:
+    dom = _chromium([*args, "--virtual-time-budget=10000", "--dump-dom"], html)
     title = re.search(r"<title>PROBE(.*?)</title>", dom, re.DOTALL)
     assert title, f"the probe never ran: {dom[:500]}"
     return json.loads(title.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+def _screenshot(page: str, tmp_path: Path, size: str, name: str) -> Path:
+    """Chromium's screenshot of the page at a window size, kept in tests/artifacts for a reader."""
+    report = tmp_path / "report.html"
+    report.write_text(page)
+    shot = tmp_path / name
+    _chromium([f"--window-size={size}", f"--screenshot={shot}"], report)
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copy(shot, ARTIFACTS / name)
+    return shot
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
 def test_chromium_renders_every_figure_and_fetches_nothing(full, tmp_path):
     _, _, page = full
-    report = tmp_path / "report.html"
-    report.write_text(page)
-    shot = tmp_path / "report.png"
-    _chromium(["--window-size=1300,9000", f"--screenshot={shot}"], report)
-    assert shot.stat().st_size > 50_000
-    ARTIFACTS.mkdir(exist_ok=True)
-    shutil.copy(shot, ARTIFACTS / "report.png")
+    assert _screenshot(page, tmp_path, "1300,9000", "report.png").stat().st_size > 50_000
 
     probed = tmp_path / "probed.html"
     probed.write_text(_probe_page(page))
     seen = _probe(probed)
     assert len(seen["w"]) == len(ALL_FIGURES) and all(w > 100 for w in seen["w"]), seen["w"]
     assert seen["r"] == [] and seen["v"] == [], seen
+
+
+# Reports what the first screen (the viewport at load, nothing scrolled) shows: the claims' sentences
+# whose box starts inside it, and every table with a rendered box inside it.
+_FIRST_SCREEN = ("window.addEventListener('load',()=>{const h=window.innerHeight;const inside=e=>{const r=e"
+                 ".getBoundingClientRect();return r.height>0&&r.top<h;};document.title='PROBE'+JSON.stringify({"
+                 "claims:[...document.querySelectorAll('ul.claims li')].filter(inside).length,"
+                 "tables:[...document.querySelectorAll('table')].filter(inside).map(t=>t.rows[0].innerText)});});")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
+def test_chromium_first_screen_shows_the_claims_and_no_raw_count_table(full, tmp_path):
+    """The first screen (1300 × 900) as Chromium renders it: every claim sentence, no table at all."""
+    _, _, page = full
+    _screenshot(page, tmp_path, "1300,900", "report_first_screen.png")
+    probed = tmp_path / "first.html"
+    probed.write_text(_probe_page(page, _FIRST_SCREEN))
+    seen = _probe(probed, "--window-size=1300,900")
+    assert seen["claims"] == len(tables.claims()) and seen["tables"] == [], seen
 
 
 @pytest.mark.slow

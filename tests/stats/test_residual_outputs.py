@@ -4,6 +4,7 @@ undefined, and the CLI table puts each interval beside its own truth and shows e
 import json
 
 import pandas as pd
+import pytest
 from rich.console import Console
 
 from hrbench.cli import _residual_table
@@ -43,8 +44,20 @@ def test_summary_reads_flag_arrays_back_from_parquet(tmp_path):
     assert any("zero-rule" in r["flags"] for r in rows)
 
 
+@pytest.mark.parametrize("level, label", [(0.95, "95%"), (0.995, "99.5%")])
+def test_the_cli_interval_header_is_the_study_level(level, label):
+    """The header says the study's level (it once said "95% CI" over 99.5 % intervals)."""
+    summary = {"study": "s", "prereg_sha256": "0" * 64, "level": level, "residuals": summary_rows(_frame())}
+    console = Console(width=250, record=True)
+    console.print(_residual_table(summary))
+    header = console.export_text()
+    assert f"{label} CI tasks: sampled" in header and f"{label} CI tasks: fixed" in header
+    other = "99.5%" if label == "95%" else "95%"
+    assert f"{other} CI" not in header
+
+
 def test_cli_table_shows_each_interval_beside_its_truth_and_the_flags():
-    summary = {"study": "s", "prereg_sha256": "0" * 64, "residuals": summary_rows(_frame())}
+    summary = {"study": "s", "prereg_sha256": "0" * 64, "level": 0.95, "residuals": summary_rows(_frame())}
     console = Console(width=250, record=True)
     console.print(_residual_table(summary))
     out = console.export_text()

@@ -1,0 +1,153 @@
+"""The study's confirmatory claims on its tables: which rows they are, their adjusted intervals, and verdicts.
+
+The residual and contrast tables are computed per agent, but the error rate is controlled across
+the whole study's k claims (`Study.n_claims`, fixed by the study file before any data). So each
+agent's table carries, on its claimed rows, what needs only that agent's trials — the p-value of
+the row's interval (by inversion) and the interval at the simultaneous level 1 − α/k — and
+`claims_table` adjusts the p-values across every agent when the report is written
+(`hrbench.stats.claims` has the statistics; docs/statistics.md §13).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from hrbench.protocol import Study
+from hrbench.stats import TaskOutcomes, paired_difference, residual_table
+from hrbench.stats.claims import adjust, claim_level, inversion_p_value, t_interval_rescaled, verdict
+
+#: Columns a claimed row gains (exploratory rows: `confirmatory` False, the rest null).
+CLAIM_COLUMNS = ["confirmatory", "claim_estimand", "p_value", "adj_level", "adj_ci_low", "adj_ci_high"]
+
+Interval = tuple[float | None, float | None]
+
+
+def _finite(x: object) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def claim_interval(row) -> tuple[str, str, str]:
+    """Which interval of a row a claim is about: families resampled where the row has that interval (enough
+    families, docs/statistics.md §7.6), else the headline (tasks: sampled), else the tasks-fixed interval.
+    Returns the (low, high) column names and the estimand."""
+    if _finite(row.get("families_ci_low")) is not None:
+        return "families_ci_low", "families_ci_high", "families: sampled"
+    if _finite(row.get("ci_low")) is not None or _finite(row.get("ci_high")) is not None:
+        return "ci_low", "ci_high", str(row.get("ci_estimand") or "tasks: sampled")
+    return "trial_ci_low", "trial_ci_high", "tasks: fixed"
+
+
+def _mark(table: pd.DataFrame, claimed: pd.Series, study: Study, estimand_point: str,
+          interval_at: Callable[[str, str, float], dict]) -> pd.DataFrame:
+    """Add CLAIM_COLUMNS; ``estimand_point`` is the column of the row's point estimate. A cluster-t row is
+    rescaled in closed form; any other interval is recomputed at other levels by ``interval_at(scope, name,
+    level)`` (and inverted for its p-value)."""
+    table = table.copy()
+    level = claim_level(study.claims_alpha, study.n_claims)
+    values = {c: [None] * len(table) for c in CLAIM_COLUMNS}
+    values["confirmatory"] = [bool(c) for c in claimed]
+    for i, (is_claim, row) in enumerate(zip(claimed, table.to_dict(orient="records"))):
+        if not is_claim:
+            continue
+        low_col, high_col, estimand = claim_interval(row)
+        values["claim_estimand"][i] = estimand
+        values["adj_level"][i] = level
+        # t intervals (cluster-t; families resampled) rescale in closed form: their SE and df do not depend on the level
+        df = row.get("families_df") if low_col == "families_ci_low" else \
+            row.get("df") if low_col == "ci_low" and row.get("ci_method") == "cluster-t" else None
+        if _finite(df) is not None:
+            p, lo, hi = t_interval_rescaled(float(row[estimand_point]), row[low_col], row[high_col], df,
+                                            row["level"], level)
+            values["p_value"][i], values["adj_ci_low"][i], values["adj_ci_high"][i] = p, lo, hi
+            continue
+
+        def at(lvl: float, scope=row["scope"], name=row["name"], lc=low_col, hc=high_col) -> Interval:
+            again = interval_at(scope, name, lvl)
+            return _finite(again.get(lc)), _finite(again.get(hc))
+
+        values["p_value"][i] = inversion_p_value(at)
+        values["adj_ci_low"][i], values["adj_ci_high"][i] = at(level)
+    dtypes = {"confirmatory": bool, "claim_estimand": object}
+    for column, vals in values.items():
+        vals = [math.nan if v is None and column not in dtypes else v for v in vals]
+        table[column] = pd.Series(vals, index=table.index, dtype=dtypes.get(column, float))
+    return table
+
+
+def mark_residual_claims(study: Study, table: pd.DataFrame, outcomes: list[TaskOutcomes], zero_rule) -> pd.DataFrame:
+    """One agent's residual rows of one declared condition, with its claimed rows marked and measured."""
+    claimed = table["scope"].isin(["family", "all"]) & table["name"].isin(study.claims.rows)
+
+    def interval_at(scope: str, name: str, level: float) -> dict:
+        rows = residual_table(outcomes, zero_rule=zero_rule, n_boot=study.bootstrap.n_boot,
+                              seed=study.bootstrap.seed, level=level, scopes=(scope,),
+                              quadrant_thresholds=study.quadrant)
+        return next(r.model_dump() for r in rows if r.name == name)
+
+    return _mark(table, claimed, study, "gamma", interval_at)
+
+
+def mark_contrast_claims(study: Study, table: pd.DataFrame, condition: str, base: list[TaskOutcomes],
+                         other: list[TaskOutcomes], shared_checkpoint: bool) -> pd.DataFrame:
+    """One agent's ΔΓ rows of one condition, with the overall row marked when the contrast is claimed."""
+    claimed = (table["scope"] == "all") & (condition in study.claimed_contrasts)
+
+    def interval_at(scope: str, name: str, level: float) -> dict:
+        rows = paired_difference(base, other, zero_rule=study.zero_rule, n_boot=study.bootstrap.n_boot,
+                                 seed=study.bootstrap.seed, level=level, scopes=(scope,),
+                                 shared_checkpoint=shared_checkpoint)
+        return next(r.model_dump() for r in rows if r.name == name)
+
+    return _mark(table, claimed, study, "delta_gamma", interval_at)
+
+
+CLAIMS_FIELDS = ["agent", "kind", "condition", "name", "estimate", "claim_estimand", "ci_low", "ci_high",
+                 "adj_ci_low", "adj_ci_high", "adj_level", "p_value", "p_adjusted", "verdict", "truth", "flags"]
+
+
+def claims_table(study: Study, residuals: pd.DataFrame, contrasts: pd.DataFrame) -> pd.DataFrame:
+    """Every confirmatory claim of the study (all agents), its adjusted p-value and verdict.
+
+    Residual claims first, then contrast claims, each in table order. The unadjusted interval is the
+    row's own (at the study's level), beside the adjusted one at 1 − α/k.
+    """
+    found = []
+    for kind, frame, estimate in (("residual", residuals, "gamma"), ("contrast", contrasts, "delta_gamma")):
+        if not len(frame) or "confirmatory" not in frame:
+            continue
+        for row in frame[frame["confirmatory"].astype(bool)].to_dict(orient="records"):
+            low_col, high_col, _ = claim_interval(row)
+            sampled = row.get("claim_estimand") == "tasks: sampled"
+            truth_col = {"residual": ("true_gamma_sampled", "true_gamma"),
+                         "contrast": ("true_delta_gamma_sampled", "true_delta_gamma")}[kind][0 if sampled else 1]
+            if row.get("claim_estimand") == "families: sampled":
+                truth_col = None  # a sim agent's declared families are not draws from a population of families
+            found.append({
+                "agent": row["agent"], "kind": kind, "condition": row.get("condition"), "name": row["name"],
+                "estimate": _finite(row.get(estimate)), "claim_estimand": row.get("claim_estimand"),
+                "ci_low": row.get(low_col), "ci_high": row.get(high_col),
+                "adj_ci_low": row.get("adj_ci_low"), "adj_ci_high": row.get("adj_ci_high"),
+                "adj_level": row.get("adj_level"), "p_value": _finite(row.get("p_value")),
+                "truth": _finite(row.get(truth_col)) if truth_col else None,
+                "flags": list(row.get("flags") if row.get("flags") is not None else []),
+            })
+    claims = pd.DataFrame(found, columns=[c for c in CLAIMS_FIELDS if c not in ("p_adjusted", "verdict")])
+    if not len(claims):
+        return claims.assign(p_adjusted=[], verdict=[])
+    alpha, margin = study.claims_alpha, study.claims.equivalence_margin
+    p = claims["p_value"].astype(float)
+    adjusted = np.full(len(p), np.nan)
+    defined = p.notna().to_numpy()
+    # A claim without an estimate (no success on either side) can reject nothing but still counts in k.
+    padded = np.where(defined, p.to_numpy(), 1.0)
+    adjusted[:] = adjust(padded, study.claims.error_rate)
+    adjusted[~defined] = np.nan
+    claims["p_adjusted"] = adjusted
+    claims["verdict"] = [
+        verdict(_finite(lo), _finite(hi), bool(pa <= alpha), margin) if not math.isnan(pa) else "inconclusive"
+        for lo, hi, pa in zip(claims["adj_ci_low"], claims["adj_ci_high"], claims["p_adjusted"])]
+    return claims
