@@ -110,9 +110,8 @@ def test_definitions_load_and_sensor_adds_declared_agents(tmp_path: Path):
     result = sensor(build_sensor_context(instance=instance))
     added = [k for r in result.dynamic_partitions_requests for k in r.partition_keys]
     assert added == ["steady", "rotting"]
-    # nothing is materialized yet: each agent's first step is its registration
-    assert sorted((r.job_name, r.tags["dagster/partition"]) for r in result.run_requests) == [
-        ("agent_registration_job", "rotting"), ("agent_registration_job", "steady")]
+    # nothing is materialized yet: the study's setup comes first, no agent's step before it
+    assert [r.job_name for r in result.run_requests] == ["study_setup_job"]
     assert defs.get_assets_def(AssetKey(["baseline", "natural_trials"])).partitions_def is not None
 
 
