@@ -61,8 +61,8 @@ def _recorded(context: AssetCheckExecutionContext, study: StudyResource, result:
     if _blocking(asset, check):
         store = study.run().stores.tables.store
         for key in context.partition_keys:
-            write_check_record(store, asset, tuple(str(key).split("|")), check, result.passed, context.run.run_id,
-                               result.description)
+            write_check_record(store, asset, tuple(str(key).split("|")), check, result.passed,
+                               context.op_execution_context.run_id, result.description)
     return result
 
 
