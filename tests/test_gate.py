@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from dagster import (
-    AssetKey, AssetSelection, DagsterInstance, MultiPartitionKey, build_sensor_context, materialize,
+    AssetKey, AssetSelection, DagsterInstance, MultiPartitionKey, build_sensor_context, evaluate_automation_conditions,
+    materialize,
 )
 
 from assets.partitions import AGENTS
@@ -111,6 +112,28 @@ def test_a_check_that_never_ran_blocks_like_a_failed_one(study):
     assert "baseline/expected_success/rotting: blocking check data_quality never ran" in \
         failure.step_failure_data.error.message
     assert [p.path for p in verify(out)[0]] == ["tables/baseline/expected_success/rotting.parquet"]
+
+
+def test_what_the_automation_sensor_requests_past_a_failed_check_is_refused(study):
+    out, instance = study
+    defs = build_definitions(TINY_STUDY, out)
+    cursor = evaluate_automation_conditions(defs, instance).cursor
+    launch_step(instance, "checkpoint_trials_job", {"dagster/asset_partition_range_start": PAIR,
+                                                    "dagster/asset_partition_range_end": PAIR}, TINY_STUDY, out)
+    _fail_checkpoint_quality(out, instance)
+    stage_estimates = AssetKey(["baseline", "stage_estimates"])
+    # Dagster's automation asks for the estimates of the updated trials (it does not weigh partitioned checks)...
+    requested = evaluate_automation_conditions(defs, instance, cursor=cursor).get_requested_partitions(stage_estimates)
+    assert requested == {"steady"}
+    before = len(instance.fetch_materializations(stage_estimates, limit=1000).records)
+    # ...and the run that request starts is refused by the asset
+    result = materialize(list(defs.assets) + list(defs.asset_checks), instance=instance, resources=defs.resources,
+                         selection=AssetSelection.assets(stage_estimates), partition_key="steady",
+                         raise_on_error=False, run_config=QUIET)
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert "checkpoint_trials/steady/tiny-chain: blocking check data_quality failed" in \
+        failure.step_failure_data.error.message
+    assert len(instance.fetch_materializations(stage_estimates, limit=1000).records) == before
 
 
 def test_the_sensor_starts_no_agent_before_setup(tmp_path: Path):
