@@ -56,7 +56,9 @@ def _blocking(asset: str, check: str) -> bool:
 
 
 def _recorded(context: AssetCheckExecutionContext, study: StudyResource, result: AssetCheckResult) -> AssetCheckResult:
-    """The result, its verdict written for every partition judged when the check is blocking (hrbench/gate.py)."""
+    """The result, its verdict written for every partition judged when the check is blocking (hrbench/gate.py).
+    A suite judged over several partitions at once gives each the same verdict: one bad partition holds back
+    the others of its run until the step is re-run (the safe side)."""
     asset, check = "/".join(context.check_specs[0].asset_key.path), context.check_specs[0].name
     if _blocking(asset, check):
         store = study.run().stores.tables.store
