@@ -4,6 +4,8 @@ blocking checks failed or never ran, however the run is launched, and nothing of
 from __future__ import annotations
 
 import hashlib
+import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -134,6 +136,59 @@ def test_what_the_automation_sensor_requests_past_a_failed_check_is_refused(stud
     assert "checkpoint_trials/steady/tiny-chain: blocking check data_quality failed" in \
         failure.step_failure_data.error.message
     assert len(instance.fetch_materializations(stage_estimates, limit=1000).records) == before
+
+
+def _backfill(context, instance: DagsterInstance, backfill_id: str, asset: AssetKey, agent: str):
+    """One backfill of `asset` for `agent`, as the UI's "Materialize" over partitions submits it, run to its end by
+    the backfill daemon's own iteration (runs launched through the code server, each in its own process)."""
+    from dagster._core.execution.backfill import PartitionBackfill
+    from dagster._core.storage.dagster_run import RunsFilter
+    from dagster._daemon.backfill import execute_backfill_iteration
+
+    instance.add_backfill(PartitionBackfill.from_asset_partitions(
+        backfill_id=backfill_id, asset_graph=context.create_request_context().asset_graph, partition_names=[agent],
+        asset_selection=[asset], backfill_timestamp=time.time(), tags={}, dynamic_partitions_store=instance,
+        all_partitions=False, title=None, description=None, run_config=None))
+    for _ in range(60):
+        list(execute_backfill_iteration(context, logging.getLogger("backfill")))
+        runs = instance.get_runs(RunsFilter(tags={"dagster/backfill": backfill_id}))
+        if runs and all(r.is_finished for r in runs):
+            return runs
+        time.sleep(1)
+    raise AssertionError(f"backfill {backfill_id} did not finish")
+
+
+@pytest.mark.slow  # ~60 s: a study, a code server and two backfills' runs in their own processes
+def test_a_backfill_past_a_failed_check_is_refused_until_it_passes(tmp_path: Path, monkeypatch):
+    from dagster._core.test_utils import create_test_daemon_workspace_context
+    from dagster._core.workspace.load_target import ModuleTarget
+
+    out = tmp_path / "out"
+    monkeypatch.setenv("HRBENCH_STUDY", str(TINY_STUDY))
+    monkeypatch.setenv("HRBENCH_OUT", str(out))
+    direct = {"run_coordinator": {"module": "dagster._core.run_coordinator", "class": "DefaultRunCoordinator"},
+              "telemetry": {"enabled": False}}
+    (tmp_path / "home").mkdir()
+    with DagsterInstance.local_temp(tempdir=str(tmp_path / "home"), overrides=direct) as instance:
+        run_study(TINY_STUDY, out, instance=instance, progress=False)
+        _fail_checkpoint_quality(out, instance)
+        stage_estimates = AssetKey(["baseline", "stage_estimates"])
+        before = len(instance.fetch_materializations(stage_estimates, limit=1000).records)
+        target = ModuleTarget(module_name="pipelines.definitions", attribute="defs",
+                              working_directory=str(Path(__file__).resolve().parent.parent), location_name="hrbench")
+        with create_test_daemon_workspace_context(target, instance) as context:
+            (refused,) = _backfill(context, instance, "past-a-failed-check", stage_estimates, "steady")
+            assert refused.status.value == "FAILURE"
+            failures = [e.dagster_event.step_failure_data.error.message for e in instance.all_logs(refused.run_id)
+                        if e.dagster_event and e.dagster_event.is_step_failure]
+            assert any("checkpoint_trials/steady/tiny-chain: blocking check data_quality failed" in m for m in failures)
+            assert len(instance.fetch_materializations(stage_estimates, limit=1000).records) == before
+
+            launch_step(instance, "checkpoint_trials_job", {"dagster/asset_partition_range_start": PAIR,
+                                                            "dagster/asset_partition_range_end": PAIR}, TINY_STUDY, out)
+            (passed,) = _backfill(context, instance, "after-it-passed", stage_estimates, "steady")
+            assert passed.status.value == "SUCCESS"
+            assert len(instance.fetch_materializations(stage_estimates, limit=1000).records) == before + 1
 
 
 def test_the_sensor_starts_no_agent_before_setup(tmp_path: Path):
