@@ -3,7 +3,10 @@ the order of evidence, and the registration hashes (DESIGN §8).
 
 Checks on partitioned assets carry the asset's partitions (a preview API; warnings from it are
 silenced here only) and, in a run over many partitions, judge every partition of the run. A check
-that guards an estimate downstream is blocking; each puts GX's verdict in its metadata.
+that guards an estimate downstream is blocking (the catalogue names which: `Table.blocking_checks`); each puts
+GX's verdict in its metadata, and a blocking one also writes it beside the table's lineage record for every
+partition it judged (hrbench/gate.py), where the downstream assets, the sensor, `hrbench run`, `verify` and
+`lineage` read it.
 """
 
 
@@ -18,7 +21,10 @@ from dagster import (
 )
 
 from hrbench import quality
-from hrbench.catalogue import CHECKPOINT_TRIALS, CONDITION_TABLES
+from hrbench.catalogue import (
+    CHECKPOINT_TRIALS, CONDITION_TABLES, EXPECTED_BEFORE_OBSERVED, QUALITY, REGISTERED, table,
+)
+from hrbench.lineage import write_check_record
 from hrbench.preregistration import load_registration
 from hrbench.storage import TableStore, store_for
 from hrbench.stores import StudyStores
@@ -26,18 +32,14 @@ from assets.evidence import first_expected_success, latest_materialization, meta
 from assets.partitions import AGENTS
 from resources.study import StudyResource
 
-EXPECTED_BEFORE_OBSERVED = "expected_success_precedes_natural_trials"
-QUALITY = "data_quality"
-REGISTERED = "hashes_match_stored_registration"
 # The per-agent tables whose hashes are checked against the stored records; a condition's are `<condition>/<name>`.
 SHARED_REGISTERED = (CHECKPOINT_TRIALS.name,)
 CONDITION_REGISTERED = CONDITION_TABLES
-# A condition's per-agent tables with a suite, whether a failure blocks what is computed from them
-# (observed_success feeds no estimate: the residuals are computed from the trials themselves).
-PER_AGENT_SUITES = {"stage_estimates": (quality.check_stage_estimates, True),
-                    "expected_success": (quality.check_expected_success, True),
-                    "observed_success": (quality.check_observed_success, False),
-                    "horizon_residuals": (quality.check_horizon_residuals, True)}
+# A condition's per-agent tables with a suite (whether it blocks: the catalogue's `blocking_checks`).
+PER_AGENT_SUITES = {"stage_estimates": quality.check_stage_estimates,
+                    "expected_success": quality.check_expected_success,
+                    "observed_success": quality.check_observed_success,
+                    "horizon_residuals": quality.check_horizon_residuals}
 
 
 def registered_assets(conditions: list[str]) -> list[str]:
@@ -49,9 +51,27 @@ def _keys(context: AssetCheckExecutionContext) -> list[dict[str, str]]:
     return [k.keys_by_dimension for k in context.partition_keys]  # type: ignore[attr-defined]
 
 
-def _result(verdict: quality.SuiteResult, **extra) -> AssetCheckResult:
-    return AssetCheckResult(passed=verdict.success, description=verdict.description(),
-                            metadata={**verdict.metadata(), **extra})
+def _blocking(asset: str, check: str) -> bool:
+    return check in table(asset).blocking_checks
+
+
+def _recorded(context: AssetCheckExecutionContext, study: StudyResource, result: AssetCheckResult) -> AssetCheckResult:
+    """The result, its verdict written for every partition judged when the check is blocking (hrbench/gate.py).
+    A suite judged over several partitions at once gives each the same verdict: one bad partition holds back
+    the others of its run until the step is re-run (the safe side)."""
+    asset, check = "/".join(context.check_specs[0].asset_key.path), context.check_specs[0].name
+    if _blocking(asset, check):
+        store = study.run().stores.tables.store
+        for key in context.partition_keys:
+            write_check_record(store, asset, tuple(str(key).split("|")), check, result.passed,
+                               context.op_execution_context.run_id, result.description)
+    return result
+
+
+def _result(context: AssetCheckExecutionContext, study: StudyResource, verdict: quality.SuiteResult,
+            **extra) -> AssetCheckResult:
+    return _recorded(context, study, AssetCheckResult(passed=verdict.success, description=verdict.description(),
+                                                      metadata={**verdict.metadata(), **extra}))
 
 
 def build_study_checks(agent_task: MultiPartitionsDefinition, conditions: list[str]) -> list[AssetChecksDefinition]:
@@ -65,7 +85,7 @@ def build_study_checks(agent_task: MultiPartitionsDefinition, conditions: list[s
 
 
 def _checkpoint_check(agent_task: MultiPartitionsDefinition) -> AssetChecksDefinition:
-    @asset_check(asset="checkpoint_trials", name=QUALITY, blocking=True, partitions_def=agent_task,
+    @asset_check(asset="checkpoint_trials", name=QUALITY, blocking=_blocking("checkpoint_trials", QUALITY), partitions_def=agent_task,
                  description="GX suite: exactly the pre-registered m_i trials of every checkpoint unit and protocol, "
                              "each once; exit reasons allowed; stage rewards in [0, 1]; tokens, cost, turns, time "
                              "non-negative; every trial's start recorded.")
@@ -73,8 +93,9 @@ def _checkpoint_check(agent_task: MultiPartitionsDefinition) -> AssetChecksDefin
                                   checkpoint_trials: pd.DataFrame) -> AssetCheckResult:
         run = study.run()
         specs = [s for k in _keys(context) for s in run.runner.checkpoint_specs(k["agent"], k["task"])]
-        return _result(quality.check_trials("checkpoint_trials", checkpoint_trials, specs, run.prereg_sha256,
-                                            run.study.retries))
+        return _result(context, study, quality.check_trials("checkpoint_trials", checkpoint_trials, specs,
+                                                            run.prereg_sha256,
+                                                            run.study.retries))
 
     return checkpoint_trials_quality
 
@@ -82,11 +103,11 @@ def _checkpoint_check(agent_task: MultiPartitionsDefinition) -> AssetChecksDefin
 def _condition_checks(condition: str, agent_task: MultiPartitionsDefinition) -> list[AssetChecksDefinition]:
     natural = AssetKey([condition, "natural_trials"])
 
-    @asset_check(asset=natural, name=EXPECTED_BEFORE_OBSERVED, blocking=True, partitions_def=agent_task,
+    @asset_check(asset=natural, name=EXPECTED_BEFORE_OBSERVED, blocking=_blocking("natural_trials", EXPECTED_BEFORE_OBSERVED), partitions_def=agent_task,
                  description=f"GX suite: every {condition} natural trial started after its agent's P_expected was "
                              "first materialized under the same pre-registration and agent registration (evidence "
                              "order, DESIGN §8).")
-    def expected_success_precedes_natural_trials(context: AssetCheckExecutionContext,
+    def expected_success_precedes_natural_trials(context: AssetCheckExecutionContext, study: StudyResource,
                                                  natural_trials: pd.DataFrame) -> AssetCheckResult:
         expected_at: dict[str, float | None] = {}
         for key in context.partition_keys:
@@ -96,44 +117,46 @@ def _condition_checks(condition: str, agent_task: MultiPartitionsDefinition) -> 
                                            metadata_for_agent(materialized, "agent_sha256", agent), condition)
             expected_at[agent] = first.timestamp if first else None
         verdict = quality.check_evidence_order(natural_trials, expected_at, sorted(expected_at), condition)
-        return _result(verdict, condition=condition,
+        return _result(context, study, verdict, condition=condition,
                        **{f"expected_success_at/{a}": t for a, t in expected_at.items() if t is not None})
 
-    @asset_check(asset=natural, name=QUALITY, blocking=True, partitions_def=agent_task,
+    @asset_check(asset=natural, name=QUALITY, blocking=_blocking("natural_trials", QUALITY), partitions_def=agent_task,
                  description=f"GX suite: exactly the pre-registered m_0 {condition} natural rollouts, each once; exit "
                              "reasons allowed; stage rewards in [0, 1]; tokens, cost, turns, time non-negative.")
     def natural_trials_quality(context: AssetCheckExecutionContext, study: StudyResource,
                                natural_trials: pd.DataFrame) -> AssetCheckResult:
         run = study.run()
         specs = [s for k in _keys(context) for s in run.runner.natural_specs(k["agent"], k["task"], condition)]
-        return _result(quality.check_trials(f"{condition}/natural_trials", natural_trials, specs, run.prereg_sha256,
-                                            run.study.retries))
+        return _result(context, study, quality.check_trials(f"{condition}/natural_trials", natural_trials, specs,
+                                                            run.prereg_sha256,
+                                                            run.study.retries))
 
     return [expected_success_precedes_natural_trials, natural_trials_quality,
-            *(_per_agent_check(condition, name, *suite) for name, suite in PER_AGENT_SUITES.items())]
+            *(_per_agent_check(condition, name, suite) for name, suite in PER_AGENT_SUITES.items())]
 
 
-def _per_agent_check(condition: str, name: str, suite, blocking: bool) -> AssetChecksDefinition:
+def _per_agent_check(condition: str, name: str, suite) -> AssetChecksDefinition:
     """The GX suite of one per-agent table of a condition's branch, over the agents of the run."""
 
     # the one parameter that is no resource is the checked table (Dagster loads it through the IO manager)
-    @asset_check(asset=AssetKey([condition, name]), name=QUALITY, blocking=blocking, partitions_def=AGENTS,
+    @asset_check(asset=AssetKey([condition, name]), name=QUALITY, blocking=_blocking(name, QUALITY), partitions_def=AGENTS,
                  description=f"GX suite on {condition}/{name}: {suite.__doc__.strip()}")
     def table_quality(context: AssetCheckExecutionContext, study: StudyResource, table: pd.DataFrame) -> AssetCheckResult:
         run = study.run()
-        return _result(suite(table, run.design, list(context.partition_keys), condition))
+        return _result(context, study, suite(table, run.design, list(context.partition_keys), condition))
 
     return table_quality
 
 
 def _registration_check(asset: str, partitions_def: PartitionsDefinition) -> AssetChecksDefinition:
-    @asset_check(asset=AssetKey.from_user_string(asset), name=REGISTERED, blocking=True, partitions_def=partitions_def,
+    @asset_check(asset=AssetKey.from_user_string(asset), name=REGISTERED, blocking=_blocking(asset, REGISTERED), partitions_def=partitions_def,
                  description="Every row's prereg_sha256 is the stored pre-registration's (OUT/preregistration.json) "
                              "and its agent_sha256 the stored registration of its agent (OUT/registrations/<agent>.json).")
     def hashes_match_stored_registration(context: AssetCheckExecutionContext, study: StudyResource) -> AssetCheckResult:
         wrong = registration_problems(study.run().out_dir, asset, context.partition_keys)
-        return AssetCheckResult(passed=not wrong, description="; ".join(wrong[:5]) or None,
-                                metadata={"partitions": len(context.partition_keys), "mismatched": len(wrong)})
+        return _recorded(context, study, AssetCheckResult(
+            passed=not wrong, description="; ".join(wrong[:5]) or None,
+            metadata={"partitions": len(context.partition_keys), "mismatched": len(wrong)}))
 
     return hashes_match_stored_registration
 

@@ -19,6 +19,7 @@ from dagster import (
     MultiToSingleDimensionPartitionMapping, Output,
 )
 
+from hrbench.gate import upstream_problems
 from hrbench.preregistration import AgentRegistration, code_version, load_registration
 from hrbench.report.figures import forest_plot
 from hrbench.study_run import StudyRun
@@ -31,6 +32,8 @@ with warnings.catch_warnings():
 PROTOCOL, TRIALS, ESTIMATES, REPORT = "protocol", "trials", "estimates", "report"
 SINGLE_RUN = BackfillPolicy.single_run()
 # Stale work is redone when its inputs or the code change (and the automation sensor is on, docs/deploy.md).
+# Not `all_deps_blocking_checks_passed()`: in dagster 1.13 it does not see the verdicts of partitioned checks
+# and holds back every partitioned asset. A run it requests past a failed check is refused by the asset (`gated`).
 STALE = AutomationCondition.eager() | (AutomationCondition.code_version_changed()
                                        & ~AutomationCondition.any_deps_missing()
                                        & ~AutomationCondition.in_progress())
@@ -60,6 +63,17 @@ def _hashable(frame: pd.DataFrame) -> pd.DataFrame:
     listy = [c for c in frame.columns if frame[c].dtype == object
              and frame[c].map(lambda v: isinstance(v, (list, tuple, dict)) or hasattr(v, "tolist")).any()]
     return frame.assign(**{c: frame[c].map(repr) for c in listy}) if listy else frame
+
+
+def gated(run: StudyRun, asset: str, agents: list[str]) -> None:
+    """Failure, before any work, unless setup is done and every blocking check this asset comes after passed on
+    the current tables of these agents (hrbench/gate.py). Checked in the asset itself, so it holds however the
+    run was launched: UI, backfill, schedule, automation, sensor or `hrbench run`."""
+    problems = upstream_problems(run, asset, agents)
+    if problems:
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise Failure(f"{asset} not computed: " + "; ".join(problems[:5]) + more +
+                      " — fix the cause and re-run that step (its checks run with it)")
 
 
 def registered(run: StudyRun, agent: str) -> AgentRegistration:
@@ -130,7 +144,8 @@ def versioned_output(value: object, data_version: DataVersion, metadata: dict) -
 
 
 def per_agent_tables(context: AssetExecutionContext, run: StudyRun, compute) -> tuple[dict, dict]:
-    """{agent: stamped table} over the agents of this run, and their registrations."""
+    """{agent: stamped table} over the agents of this run, and their registrations (once the gate lets it)."""
+    gated(run, "/".join(context.asset_key.path), list(context.partition_keys))
     regs = {a: registered(run, a) for a in context.partition_keys}
     return {a: stamp(compute(a), regs[a]) for a in context.partition_keys}, regs
 

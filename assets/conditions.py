@@ -8,7 +8,7 @@ from dagster import (
 )
 
 from assets.common import (
-    BY_AGENT, ESTIMATES, SINGLE_RUN, STALE, TRIALS, asset_metadata, data_version, forest_plot_metadata, in_parallel,
+    BY_AGENT, ESTIMATES, SINGLE_RUN, STALE, TRIALS, asset_metadata, data_version, forest_plot_metadata, gated, in_parallel,
     of_agent, pair_key, per_agent_tables, registered, residual_markdown, run_pairs, stamp, versioned_output,
 )
 from assets.evidence import prior_expected_success
@@ -65,6 +65,7 @@ def condition_branch(condition: str, agent_task: MultiPartitionsDefinition, vers
         `expected_success_precedes_natural_trials` fails the run."""
         run = study.run()
         pairs = run_pairs(context)
+        gated(run, key("natural_trials").to_user_string(), sorted({a for a, _ in pairs}))
         regs = {a: registered(run, a) for a in sorted({a for a, _ in pairs})}
         expected = {a: prior_expected_success(context.instance, a, run.prereg_sha256, regs[a].agent_sha256,
                                               condition=condition)

@@ -5,7 +5,7 @@ import pandas as pd
 from dagster import AssetExecutionContext, AssetsDefinition, DataVersion, Failure, MetadataValue, Output, asset
 
 from assets.common import (
-    PROTOCOL, SINGLE_RUN, STALE, TRIALS, asset_metadata, data_version, registered, versioned_output,
+    PROTOCOL, SINGLE_RUN, STALE, TRIALS, asset_metadata, data_version, gated, registered, versioned_output,
 )
 from assets.partitions import AGENTS
 from hrbench.lineage import read_record, stored_sha256
@@ -101,6 +101,7 @@ def protocol_assets(version: str, with_depth: bool) -> list[AssetsDefinition]:
         """Each agent's frozen config (and command program hash) under the protocol, OUT/registrations/<agent>.json,
         written before its first trial. A changed agent under the same id is refused."""
         run = study.run()
+        gated(run, "agent_registration", list(context.partition_keys))  # no agent is registered before setup
         tables, regs = {}, {}
         for agent in context.partition_keys:
             try:

@@ -3,10 +3,10 @@
 import pandas as pd
 from dagster import AssetIn, AssetKey, AssetsDefinition, MaterializeResult, MetadataValue, asset
 
-from assets.common import REPORT, STALE, residual_markdown
+from assets.common import REPORT, STALE, gated, residual_markdown
 from hrbench import analysis
 from hrbench.catalogue import (
-    HORIZON_RESIDUALS, INTERVENTION_CONTRASTS, RESOURCE_ACCOUNTING, SENSITIVITY_SWEEP, TABLES, TASK_DEPTH,
+    REPORT_ASSET, HORIZON_RESIDUALS, INTERVENTION_CONTRASTS, RESOURCE_ACCOUNTING, SENSITIVITY_SWEEP, TABLES, TASK_DEPTH,
 )
 from hrbench.report.context import figure_metadata
 from hrbench.report.html import study_report as write_study_report
@@ -38,6 +38,7 @@ def report_asset(conditions: list[str], version: str, with_depth: bool) -> Asset
         (read from the stores: natural trials, stage estimates, observed success, task_depth) dense rewards, depth
         and the transduction verifiers' per-record scores."""
         run = study.run()
+        gated(run, REPORT_ASSET, [a.id for a in run.study.agents])
         contrasts = tables_in.pop("intervention_contrasts", pd.DataFrame())
         tables = analysis.current_tables(run.design, pd.concat(tables_in.values(), ignore_index=True),
                                          contrasts, sensitivity_sweep, resource_accounting)

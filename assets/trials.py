@@ -5,8 +5,8 @@ import pandas as pd
 from dagster import AssetDep, AssetExecutionContext, AssetsDefinition, MultiPartitionsDefinition, Output, asset
 
 from assets.common import (
-    BY_AGENT, SINGLE_RUN, STALE, TRIALS, asset_metadata, data_version, in_parallel, pair_key, registered, run_pairs,
-    stamp, versioned_output,
+    BY_AGENT, SINGLE_RUN, STALE, TRIALS, asset_metadata, data_version, gated, in_parallel, pair_key, registered,
+    run_pairs, stamp, versioned_output,
 )
 from hrbench import analysis
 from hrbench.harness.records import records_table
@@ -20,6 +20,7 @@ def trial_assets(agent_task: MultiPartitionsDefinition, version: str, with_prefi
     def trial_tables(context: AssetExecutionContext, run: StudyRun, execute) -> tuple[dict, dict, pd.DataFrame]:
         """Every (agent, task) partition of this run: its stamped trial table; the registrations; all rows."""
         pairs = run_pairs(context)
+        gated(run, "/".join(context.asset_key.path), sorted({a for a, _ in pairs}))
         regs = {a: registered(run, a) for a in sorted({a for a, _ in pairs})}
         frames = in_parallel(run, lambda p: stamp(records_table(execute(p)), regs[p[0]]), pairs)
         tables = {pair_key(*p): f for p, f in zip(pairs, frames)}

@@ -29,6 +29,9 @@ class Table(BaseModel):
     # observed) are not counted among them.
     trials: bool = False
     report_reads: bool = False  # report.html / summary.json read it: an input of the report asset
+    # The names of its blocking checks (assets/checks.py): no table after it in the method's order is computed
+    # from it until each has passed on its current bytes (hrbench/gate.py).
+    blocking_checks: tuple[str, ...] = ()
 
     def key(self, condition: str | None = None) -> str:
         """Its asset key (user string form) and table name in the store: `<condition>/<name>` for a
@@ -49,6 +52,10 @@ SETUP, REGISTRATION, CHECKPOINT, EXPECTED, NATURAL, RESIDUALS, REPORT = (
     "natural_trials_job", "horizon_residuals_job", "study_report_job")
 REPORT_ASSET = "study_report"  # report.html and summary.json: files, not a table
 
+# The asset checks (assets/checks.py) by name: GX suites, the registration hashes and the order of evidence.
+QUALITY, REGISTERED, EXPECTED_BEFORE_OBSERVED = (
+    "data_quality", "hashes_match_stored_registration", "expected_success_precedes_natural_trials")
+
 TASK_CATALOG = Table(name="task_catalog", per_condition=False, partitioned="none", step=SETUP)
 VERIFIER_AUDIT = Table(name="verifier_audit", per_condition=False, partitioned="none", step=SETUP)
 PREREGISTRATION = Table(name="preregistration", per_condition=False, partitioned="none", step=SETUP)
@@ -56,16 +63,18 @@ TASK_DEPTH = Table(name="task_depth", per_condition=False, partitioned="none", s
 AGENT_REGISTRATION = Table(name="agent_registration", per_condition=False, partitioned="agent", step=REGISTRATION)
 PREFIX_ROLLOUTS = Table(name="prefix_rollouts", per_condition=False, partitioned="agent_task", step=CHECKPOINT)
 CHECKPOINT_TRIALS = Table(name="checkpoint_trials", per_condition=False, partitioned="agent_task", step=CHECKPOINT,
-                          trials=True)
+                          trials=True, blocking_checks=(QUALITY, REGISTERED))
 STAGE_ESTIMATES = Table(name="stage_estimates", per_condition=True, partitioned="agent", step=EXPECTED,
-                        report_reads=True)
-EXPECTED_SUCCESS = Table(name="expected_success", per_condition=True, partitioned="agent", step=EXPECTED)
+                        report_reads=True, blocking_checks=(QUALITY, REGISTERED))
+EXPECTED_SUCCESS = Table(name="expected_success", per_condition=True, partitioned="agent", step=EXPECTED,
+                         blocking_checks=(QUALITY, REGISTERED))
 NATURAL_TRIALS = Table(name="natural_trials", per_condition=True, partitioned="agent_task", step=NATURAL,
-                       trials=True, report_reads=True)
+                       trials=True, report_reads=True, blocking_checks=(EXPECTED_BEFORE_OBSERVED, QUALITY, REGISTERED))
+# its GX suite does not block (no estimate is computed from it: the residuals read the trials themselves)
 OBSERVED_SUCCESS = Table(name="observed_success", per_condition=True, partitioned="agent", step=RESIDUALS,
-                         report_reads=True)
+                         report_reads=True, blocking_checks=(REGISTERED,))
 HORIZON_RESIDUALS = Table(name="horizon_residuals", per_condition=True, partitioned="agent", step=RESIDUALS,
-                          report_reads=True)
+                          report_reads=True, blocking_checks=(QUALITY, REGISTERED))
 INTERVENTION_CONTRASTS = Table(name="intervention_contrasts", per_condition=False, partitioned="agent",
                                step=RESIDUALS, report_reads=True)
 SENSITIVITY_SWEEP = Table(name="sensitivity_sweep", per_condition=False, partitioned="agent", step=RESIDUALS,

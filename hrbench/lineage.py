@@ -5,7 +5,9 @@ cached environment states included: hrbench/envs/states.py).
 Layout under OUT: `preregistration.json` (the protocol), `registrations/<agent>.json` (one per
 agent), `tables/[<condition>/]<asset>[/<key>...].parquet`, and beside each table
 `lineage/[<condition>/]<asset>[/<key>...].json`:
-its sha256, rows, run id, time written and the sha256 of the tables it was computed from.
+its sha256, rows, run id, time written and the sha256 of the tables it was computed from; and
+`checks/[<condition>/]<asset>[/<key>...]/<check>.json`: the verdict of each of its blocking checks, bound to
+the bytes judged (written by the check; the gate between steps reads them: hrbench/gate.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 from pydantic import BaseModel
 
+from hrbench import catalogue
 from hrbench.catalogue import (
     CHECKPOINT_TRIALS, CONDITION_TABLES, EXPECTED_SUCCESS, HORIZON_RESIDUALS, NATURAL_TRIALS, TABLES, TRIAL_TABLES,
 )
@@ -109,6 +112,65 @@ def _distinct(frame: pd.DataFrame, column: str) -> list[str]:
     return sorted(str(v) for v in frame[column].dropna().unique()) if column in frame and len(frame) else []
 
 
+# -- check verdicts -----------------------------------------------------------------------------
+
+class CheckRecord(BaseModel):
+    """One blocking check's verdict on one partition of a table, as the check wrote it."""
+
+    asset: str
+    partition: list[str]
+    check: str
+    passed: bool
+    table_sha256: str | None  # the bytes judged (from the table's lineage record); None: there was no table
+    run_id: str
+    checked_at: str  # ISO 8601, UTC
+    description: str = ""
+
+
+def check_record_key(asset: str, partition: tuple[str, ...], check: str) -> str:
+    return "/".join(("checks", asset, *partition, f"{check}.json"))
+
+
+def write_check_record(store: Store, asset: str, partition: tuple[str, ...], check: str, passed: bool, run_id: str,
+                       description: str | None) -> CheckRecord:
+    """Record a check's verdict on a partition, bound to the table's current bytes."""
+    lineage = read_record(store, asset, partition)
+    record = CheckRecord(asset=asset, partition=list(partition), check=check, passed=passed,
+                         table_sha256=lineage.sha256 if lineage else None, run_id=run_id,
+                         checked_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                         description=(description or "")[:2000])
+    store.put(check_record_key(asset, partition, check), (record.model_dump_json(indent=2) + "\n").encode())
+    return record
+
+
+def read_check_record(store: Store, asset: str, partition: tuple[str, ...], check: str) -> CheckRecord | None:
+    try:
+        return CheckRecord.model_validate_json(store.get(check_record_key(asset, partition, check)))
+    except FileNotFoundError:
+        return None
+
+
+def check_problems(store: Store, asset: str, partition: tuple[str, ...]) -> list[str]:
+    """Each blocking check of this table partition that failed, never ran, or ran on other bytes than the table's."""
+    spec = catalogue.table(asset)
+    lineage = read_record(store, asset, partition)
+    where = "/".join((asset, *partition))
+    if lineage is None:
+        return [f"{where}: no table"] if spec.blocking_checks else []
+    problems = []
+    for check in spec.blocking_checks:
+        record = read_check_record(store, asset, partition, check)
+        if record is None:
+            problems.append(f"{where}: blocking check {check} never ran")
+        elif record.table_sha256 != lineage.sha256:
+            problems.append(f"{where}: blocking check {check} never ran on the current table (it judged "
+                            f"{str(record.table_sha256)[:12]}, run {record.run_id[:8]}; the table is {lineage.sha256[:12]})")
+        elif not record.passed:
+            problems.append(f"{where}: blocking check {check} failed (run {record.run_id[:8]}): "
+                            f"{record.description.splitlines()[0] if record.description else 'no description'}")
+    return problems
+
+
 # -- verify -----------------------------------------------------------------------------------
 
 
@@ -176,9 +238,7 @@ def verify(out_dir: Path, store: Store | None = None) -> tuple[list[Problem], di
 
     for table in (k for k in store.list("tables") if k.endswith(".parquet")):
         checked["tables"] += 1
-        parts = tuple(table.removeprefix("tables/").removesuffix(".parquet").split("/"))
-        split = 2 if len(parts) > 2 and parts[1] in CONDITION_TABLES else 1
-        asset, partition = "/".join(parts[:split]), tuple(parts[split:])
+        asset, partition = _asset_partition(table)
         record = read_record(store, asset, partition)
         if record is None:
             bad(table, f"no lineage record ({record_key(asset, partition)}): not written "
@@ -203,7 +263,30 @@ def verify(out_dir: Path, store: Store | None = None) -> tuple[list[Problem], di
                                f"{reg.agent_sha256[:12]}")
         if asset.split("/")[-1] in TRIAL_TABLES:
             checked["trial rows matched to the journal"] += _verify_against_journal(store, table, frame, bad)
+        if catalogue.table(asset).blocking_checks:
+            checked["tables' blocking-check verdicts"] += 1
+            for problem in check_problems(store, asset, partition):
+                bad(table, problem.split(": ", 1)[1] + ": nothing computed from it can be trusted until it passes")
     return problems, dict(checked)
+
+
+def _asset_partition(table: str) -> tuple[str, tuple[str, ...]]:
+    """The asset key and partition of a stored table (`tables/[<condition>/]<asset>[/<key>...].parquet`)."""
+    parts = tuple(table.removeprefix("tables/").removesuffix(".parquet").split("/"))
+    split = 2 if len(parts) > 2 and parts[1] in CONDITION_TABLES else 1
+    return "/".join(parts[:split]), tuple(parts[split:])
+
+
+def check_lines(store: Store) -> list[str]:
+    """Every stored table whose blocking checks failed, never ran, or judged other bytes; or that all passed."""
+    tables = [k for k in store.list("tables") if k.endswith(".parquet")]
+    checked = [(k, *_asset_partition(k)) for k in tables]
+    checked = [(k, a, p) for k, a, p in checked if catalogue.table(a).blocking_checks]
+    problems = [problem for _, asset, partition in checked for problem in check_problems(store, asset, partition)]
+    if not problems:
+        return ["", f"blocking checks: passed on all {len(checked)} checked tables"]
+    return ["", f"blocking checks: NOT PASSED on {len(problems)} (table, check) pairs — nothing computed from these "
+                "tables can be trusted:", *(f"  {p}" for p in problems)]
 
 
 def _journal_lines(store: Store, key: str) -> list[bytes]:
@@ -318,7 +401,7 @@ def lineage_lines(out_dir: Path, store: Store | None = None) -> list[str]:
                                     if row.scope == "all" or t.name == row.name or _family(prereg, t.name) == row.name)
             lines.append(f"    {row.condition} {row.scope}:{row.name}  Γ={gamma}  <- trials of tasks [{task_hashes}]")
     conditions = list(dict.fromkeys(t.split("/")[1] for t in residual_tables))
-    return lines + report_lines(store, conditions)
+    return lines + check_lines(store) + report_lines(store, conditions)
 
 
 def report_lines(store: Store, conditions: list[str]) -> list[str]:

@@ -1,8 +1,8 @@
 """The steps of a study, in the order the method requires, and whether each is done.
 
-Which step comes next and whether one is finished is decided here, from the stored tables and their
-lineage records alone (no Dagster): `hrbench run` (pipelines/materialize.py) skips the steps that are
-done, the agent sensor (pipelines/defs/agents/sensors.py) requests an agent's next unfinished step,
+Which step comes next and whether one is finished is decided here, from the stored tables, their
+lineage records and the verdicts their blocking checks wrote beside them (hrbench/gate.py; no Dagster):
+`hrbench run` (pipelines/materialize.py) skips the steps that are done, the agent sensor (pipelines/defs/agents/sensors.py) requests an agent's next unfinished step,
 and the step jobs (pipelines/defs/study/jobs.py) are built from the same list.
 """
 
@@ -19,6 +19,7 @@ from hrbench.catalogue import (
     REPORT_ASSET, RESIDUALS, SETUP, TABLES, TASK_DEPTH, TRIAL_TABLES,
 )
 from hrbench.exits import is_missing
+from hrbench.lineage import check_problems
 from hrbench.lineage import read_record, stored_sha256
 from hrbench.protocol import Study
 from hrbench.stores import SUMMARY_KEY
@@ -74,8 +75,9 @@ def steps_for(study: Study) -> list[Step]:
 
 
 def step_done(run: StudyRun, step: Step, agent: str | None, agent_sha256: str | None) -> bool:
-    """Every table of the step exists, intact, under this protocol and this agent registration, and no
-    trial in it is missing (its last attempt had no result, hrbench.exits: running the step again retries it)."""
+    """Every table of the step exists, intact, under this protocol and this agent registration, its blocking
+    checks passed on it, and no trial in it is missing (its last attempt had no result, hrbench.exits: running
+    the step again retries it)."""
     partitions = {"none": [()], "agent": [(agent,)],
                   "agent_task": [(agent, t.name) for t in run.design.tasks]}[step.partitioned]
     store = run.stores.tables
@@ -88,6 +90,8 @@ def step_done(run: StudyRun, step: Step, agent: str | None, agent_sha256: str | 
                     (agent is not None and record.agent_sha256 != [agent_sha256]):
                 return False
             if stored_sha256(store.store, store.key(asset, partition)) != record.sha256:
+                return False
+            if check_problems(store.store, asset, partition):
                 return False
             if asset.split("/")[-1] in TRIAL_TABLES and store.read(asset, partition)["exit_reason"].map(is_missing).any():
                 return False

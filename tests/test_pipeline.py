@@ -78,26 +78,25 @@ def test_trial_tables_hold_exactly_the_preregistered_trials(finished_study: Path
     assert (nat["passed"] == (nat["stages_passed"] == 3)).all()
 
 
-def test_natural_trials_without_expected_success_fail_the_blocking_check(tmp_path: Path):
-    from hrbench.preregistration import store_registration
-    from hrbench.study_run import StudyRun
-
-    run = StudyRun.from_file(TINY_STUDY, tmp_path, progress=False)
-    run.write_preregistration()
-    store_registration(tmp_path, run.design.registration("steady"))
+def test_natural_trials_without_expected_success_are_refused(tmp_path: Path):
     defs = build_definitions(TINY_STUDY, tmp_path)
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(AGENTS.name, ["steady"])
+    everything = list(defs.assets) + list(defs.asset_checks)
+    setup = materialize(everything, selection=AssetSelection.groups("protocol"), instance=instance,
+                        resources=defs.resources, run_config=QUIET)
+    registration = materialize(everything, selection=AssetSelection.assets("agent_registration"), partition_key="steady",
+                               instance=instance, resources=defs.resources, run_config=QUIET)
+    assert setup.success and registration.success
     result = materialize(
-        list(defs.assets) + list(defs.asset_checks), selection=AssetSelection.assets(["baseline", "natural_trials"]),
+        everything, selection=AssetSelection.assets(["baseline", "natural_trials"]),
         partition_key=str(MultiPartitionKey({"agent": "steady", "task": "tiny-chain"})),
         instance=instance, resources=defs.resources, raise_on_error=False, run_config=QUIET,
     )
-    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
-    check = evaluations["expected_success_precedes_natural_trials"]
-    assert not check.passed
-    assert "no baseline/expected_success with these natural trials' prereg_sha256" in check.description
-    assert "agent=steady" in check.description and "materialize expected_success first" in check.description
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    message = failure.step_failure_data.error.message
+    assert "baseline/natural_trials not computed" in message and "baseline/expected_success/steady: no table" in message
+    assert not result.get_asset_materialization_events()
     assert not (tmp_path / "journal").exists()  # no rollout was observed ahead of the prediction
 
 
@@ -110,9 +109,8 @@ def test_definitions_load_and_sensor_adds_declared_agents(tmp_path: Path):
     result = sensor(build_sensor_context(instance=instance))
     added = [k for r in result.dynamic_partitions_requests for k in r.partition_keys]
     assert added == ["steady", "rotting"]
-    # nothing is materialized yet: each agent's first step is its registration
-    assert sorted((r.job_name, r.tags["dagster/partition"]) for r in result.run_requests) == [
-        ("agent_registration_job", "rotting"), ("agent_registration_job", "steady")]
+    # nothing is materialized yet: the study's setup comes first, no agent's step before it
+    assert [r.job_name for r in result.run_requests] == ["study_setup_job"]
     assert defs.get_assets_def(AssetKey(["baseline", "natural_trials"])).partitions_def is not None
 
 

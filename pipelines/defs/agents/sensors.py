@@ -2,8 +2,11 @@
 
 Its cursor maps agent id -> the hash its registration would have. Each tick re-reads the study
 file, so an agent added after the code location loaded is seen: it gets a partition, then the
-runs of its next unfinished step, one step per tick (a step starts only after the one before it
-finished, so P_expected is always fixed before natural rollouts). A step whose run failed, or never
+runs of its next unfinished step, one step per tick. Nothing of an agent is requested before the
+study's setup step (audit, pre-registration) is done, and a step is done only once its blocking
+checks passed on its tables (hrbench/steps.py); the assets themselves refuse to run past a failed or
+missing check however they are launched (hrbench/gate.py), so the sensor's order is a convenience,
+not the guarantee. A step whose run failed, or never
 launched, is requested again, at most MAX_ATTEMPTS times. A changed agent (same id, other
 config or program) is refused, not re-run; a removed agent keeps its tables. Finished steps are
 read from the lineage records under OUT, so an agent materialized by `hrbench run` is not redone.
@@ -23,7 +26,7 @@ from dagster import (
 
 from hrbench.preregistration import load_registration
 from hrbench.protocol import StudyError
-from hrbench.steps import next_step, report_stale, steps_for
+from hrbench.steps import Step, next_step, report_stale, step_done, steps_for
 from hrbench.tasks.model import TaskError
 from assets.partitions import AGENTS
 from pipelines.defs.study.jobs import step_tags
@@ -37,6 +40,20 @@ IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunSt
 
 def _count(context: SensorEvaluationContext, job: str, tags: dict[str, str], statuses: list) -> int:
     return context.instance.get_runs_count(RunsFilter(job_name=job, tags=tags, statuses=statuses))
+
+
+def _request(context: SensorEvaluationContext, step: Step, tags: dict[str, str], key: str,
+             partition_tags: dict[str, str]) -> RunRequest | None:
+    """The step's run, under a new key per failure (a run that failed, or never launched, is retried up to
+    MAX_ATTEMPTS times); None once it failed that often, or while a run of it is in flight."""
+    if _count(context, step.job, tags, IN_FLIGHT):
+        return None
+    failures = _count(context, step.job, tags, [DagsterRunStatus.FAILURE])
+    if failures >= MAX_ATTEMPTS:
+        context.log.warning(f"{key}: {step.job} failed {failures} times; not retried (see those runs, fix the "
+                            "cause, then re-execute one from the UI)")
+        return None
+    return RunRequest(job_name=step.job, run_key=f"{key}:{failures}", tags={**partition_tags, **tags})
 
 
 def build_agent_sensor(study_path: str | Path, out_dir: str | Path, task_names: list[str],
@@ -66,6 +83,13 @@ def build_agent_sensor(study_path: str | Path, out_dir: str | Path, task_names: 
             context.log.info(f"agent {agent!r} left the study file; its tables stay as they are")
         known = set(context.instance.get_dynamic_partitions(AGENTS.name))
         new = [a for a in current if a not in known and a not in refused]
+        setup = steps_for(run.study)[0]
+        if not step_done(run, setup, None, None):
+            # no agent's work before the audit and the pre-registration: request the setup step (again if it failed)
+            tags = {"hrbench/prereg_sha256": run.prereg_sha256[:16]}
+            request = _request(context, setup, tags, f"setup:{run.prereg_sha256[:16]}", {})
+            return SensorResult(run_requests=[request] if request else [], cursor=json.dumps(current, sort_keys=True),
+                                dynamic_partitions_requests=[AGENTS.build_add_request(new)] if new else [])
         requests, busy = [], False
         for agent, sha in current.items():
             step = None if agent in refused else next_step(run, agent, sha)
@@ -75,14 +99,9 @@ def build_agent_sensor(study_path: str | Path, out_dir: str | Path, task_names: 
             if _count(context, step.job, tags, IN_FLIGHT):
                 busy = True  # its run is queued or running: the next step waits for it
                 continue
-            failures = _count(context, step.job, tags, [DagsterRunStatus.FAILURE])
-            if failures >= MAX_ATTEMPTS:
-                context.log.warning(f"agent {agent!r}: {step.job} failed {failures} times; not retried (see those "
-                                    "runs, fix the cause, then re-execute one from the UI)")
-                continue
-            # a run that failed (or never launched) is retried under a new key, up to MAX_ATTEMPTS
-            requests.append(RunRequest(job_name=step.job, run_key=f"{agent}:{step.job}:{sha[:16]}:{failures}",
-                                       tags={**step_tags(step, agent, task_names), **tags}))
+            request = _request(context, step, tags, f"{agent}:{step.job}:{sha[:16]}", step_tags(step, agent, task_names))
+            if request:
+                requests.append(request)
         if not requests and not busy and not refused and report_stale(run):
             requests.append(RunRequest(job_name=steps_for(run.study)[-1].job,
                                        run_key=f"report:{json.dumps(sorted(current.items()))}"))
