@@ -13,6 +13,7 @@ from dagster import Definitions
 from hrbench.protocol import load_study
 from hrbench.tasks.loader import load_registry
 from pipelines.defs.agents.sensors import build_agent_sensor
+from pipelines.defs.operations.alerts import build_failure_alert_sensor
 from pipelines.defs.study.assets import build_study_assets
 from pipelines.defs.study.checks import build_study_checks
 from pipelines.defs.study.executor import ExecutorSettings, step_executor
@@ -41,7 +42,8 @@ def build_definitions(study_path: str | Path, out_dir: str | Path, progress: boo
         asset_checks=build_study_checks(agent_task, conditions),
         jobs=jobs,
         schedules=build_schedules(jobs[0]),
-        sensors=[build_agent_sensor(study_path, out, task_names, jobs), build_automation_sensor()],
+        sensors=[build_agent_sensor(study_path, out, task_names, jobs), build_automation_sensor(),
+                 build_failure_alert_sensor()],
         resources={
             "study": StudyResource(study_path=str(Path(study_path).resolve()), out_dir=str(out), progress=progress,
                                    storage=storage),

@@ -124,8 +124,10 @@ def build_agent_sensor(study_path: str | Path, out_dir: str | Path, task_names: 
                                     "runs, fix the cause, then re-execute one from the UI)")
                 continue
             # a run that failed (or never launched) is retried under a new key, up to MAX_ATTEMPTS
+            endpoint = run.design.registration(agent).config.get("base_url")  # one run per endpoint (dagster.yaml)
             requests.append(RunRequest(job_name=step.job, run_key=f"{agent}:{step.job}:{sha[:16]}:{failures}",
-                                       tags={**step_tags(step, agent, task_names), **tags}))
+                                       tags={**step_tags(step, agent, task_names), **tags,
+                                             **({"hrbench/endpoint": str(endpoint)} if endpoint else {})}))
         if not requests and not busy and not refused and report_stale(run):
             requests.append(RunRequest(job_name=steps_for(run.study)[-1].job,
                                        run_key=f"report:{json.dumps(sorted(current.items()))}"))

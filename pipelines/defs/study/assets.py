@@ -43,6 +43,9 @@ with warnings.catch_warnings():
     BY_AGENT = MultiToSingleDimensionPartitionMapping(partition_dimension_name="agent")
 
 PROTOCOL, TRIALS, ESTIMATES, REPORT = "protocol", "trials", "estimates", "report"
+# Dagster's concurrency pool of every step that runs sandboxes: the instance bounds how many run at once
+# across runs (deploy/dagster.yaml, `concurrency.pools`).
+SANDBOXES = "sandboxes"
 SINGLE_RUN = BackfillPolicy.single_run()
 # Stale work is redone when its inputs or the code change (and the automation sensor is on, docs/deploy.md).
 STALE = AutomationCondition.eager() | (AutomationCondition.code_version_changed()
@@ -128,9 +131,17 @@ def _previous_audit(run: StudyRun) -> list[StageAudit] | None:
     if stored_sha256(store.store, store.key("verifier_audit", ())) != record.sha256:
         return None
     stored = store.read("verifier_audit", ())
-    rows = [StageAudit(**{k: (None if pd.isna(v) else v) for k, v in r.items() if k in StageAudit.model_fields})
+    rows = [StageAudit(**{k: _cell(v) for k, v in r.items() if k in StageAudit.model_fields})
             for r in stored.to_dict("records")]
     return rows if rows and all(r.ok for r in rows) else None
+
+
+def _cell(value: object) -> object:
+    """A stored cell as the model field it came from: parquet gives a list column (`notes`) back as an array,
+    a missing scalar as NaN."""
+    if hasattr(value, "tolist") and not pd.api.types.is_scalar(value):
+        return value.tolist()
+    return None if pd.api.types.is_scalar(value) and pd.isna(value) else value
 
 
 def residual_markdown(residuals: pd.DataFrame) -> str:
@@ -196,7 +207,8 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
         return _output(frame, _version({"": frame}),
                        metadata=_meta(run, {"": frame}, tasks=len(run.design.tasks)))
 
-    @asset(deps=[task_catalog], group_name=PROTOCOL, code_version=version, automation_condition=STALE)
+    @asset(deps=[task_catalog], group_name=PROTOCOL, code_version=version, automation_condition=STALE,
+           pool=SANDBOXES)
     def verifier_audit(study: StudyResource) -> Output[pd.DataFrame]:
         """Reference = 1, nothing = 0, key step removed = stage fails, for every stage; fails the run otherwise."""
         run = study.run()
@@ -232,7 +244,8 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
             run, {"": frame}, file=str(path.relative_to(run.out_dir)), git_commit=str(prereg.code.git_commit),
             dirty=str(prereg.code.dirty), study_file=str(source)))
 
-    @asset(deps=[preregistration], group_name=PROTOCOL, code_version=version, automation_condition=STALE)
+    @asset(deps=[preregistration], group_name=PROTOCOL, code_version=version, automation_condition=STALE,
+           pool=SANDBOXES)
     def task_depth(study: StudyResource) -> Output[pd.DataFrame]:
         """Depth D by turn caps (depth paper App. B) and work W of the tasks the study's `depth:` names,
         measured with real rollouts of its depth agents; one row per task with every run made."""
@@ -274,7 +287,7 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
         return tables, regs, pd.concat(frames, ignore_index=True)
 
     @asset(partitions_def=agent_task, group_name=TRIALS, code_version=version, backfill_policy=SINGLE_RUN,
-           automation_condition=STALE, deps=[AssetDep(agent_registration, partition_mapping=BY_AGENT)])
+           automation_condition=STALE, deps=[AssetDep(agent_registration, partition_mapping=BY_AGENT)], pool=SANDBOXES)
     def prefix_rollouts(context: AssetExecutionContext, study: StudyResource) -> Output[dict]:
         """Rollouts under full history whose transcripts `matched` checkpoints start from (not observed as P_obs)."""
         run = study.run()
@@ -283,7 +296,7 @@ def _build(agent_task: MultiPartitionsDefinition, conditions: list[str],
             run, tables, regs, harness_errors=analysis.harness_errors(everything)))
 
     @asset(partitions_def=agent_task, group_name=TRIALS, code_version=version, backfill_policy=SINGLE_RUN,
-           automation_condition=STALE,
+           automation_condition=STALE, pool=SANDBOXES,
            deps=[AssetDep(agent_registration, partition_mapping=BY_AGENT),
                  *([prefix_rollouts] if with_prefix else [])])
     def checkpoint_trials(context: AssetExecutionContext, study: StudyResource) -> Output[dict]:
@@ -413,7 +426,7 @@ def _condition_branch(condition: str, agent_task: MultiPartitionsDefinition, ver
             run, tables, regs, mean_p_expected=float(everything["p_expected"].mean())))
 
     @asset(key_prefix=prefix, name="natural_trials", partitions_def=agent_task, group_name=TRIALS,
-           code_version=version, backfill_policy=SINGLE_RUN, automation_condition=STALE,
+           code_version=version, backfill_policy=SINGLE_RUN, automation_condition=STALE, pool=SANDBOXES,
            deps=[AssetDep(key("expected_success"), partition_mapping=BY_AGENT)])
     def natural_trials(context: AssetExecutionContext, study: StudyResource) -> Output[dict]:
         """m_0 natural end-to-end rollouts of this condition per task (stages passed, stop stage).
