@@ -69,10 +69,15 @@ def test_run_monitoring_sees_a_dead_run_worker(deploy_instance: DagsterInstance)
         deploy_instance.report_engine_event(f"Started process for run (pid: {worker.pid}).", run,
                                             EngineEventData.in_process(worker.pid))
         assert launcher.check_run_worker_health(run).status == WorkerStatus.RUNNING
+        worker.kill()
+        deadline = time.monotonic() + 10
+        while ") Z " not in Path(f"/proc/{worker.pid}/stat").read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert launcher.check_run_worker_health(run).status == WorkerStatus.FAILED  # dead, not yet reaped
     finally:
         worker.kill()
         worker.wait()
-    health = launcher.check_run_worker_health(run)
+    health = launcher.check_run_worker_health(run)  # gone
     assert health.status == WorkerStatus.FAILED and str(worker.pid) in health.msg
 
 
