@@ -89,3 +89,35 @@ def test_a_reused_pid_is_not_the_run_worker():
     finally:
         worker.kill()
         worker.wait()
+
+
+def test_the_s3_instance_is_the_plain_one_with_compute_logs_in_the_bucket():
+    plain = yaml.safe_load((REPO / "deploy" / "dagster.yaml").read_text())
+    s3 = yaml.safe_load((REPO / "deploy" / "dagster-s3.yaml").read_text())
+    compute_logs = s3.pop("compute_logs")
+    assert s3 == plain
+    assert compute_logs["class"] == "S3ComputeLogManager" and compute_logs["config"]["bucket"] == {"env": "HRBENCH_S3_BUCKET"}
+
+
+def test_compute_logs_land_in_the_study_bucket(tmp_path: Path, moto_s3, monkeypatch):
+    """A run's step output on deploy/dagster-s3.yaml's instance is uploaded to the bucket (moto's S3 server)."""
+    import boto3
+    from dagster import execute_job, reconstructable
+
+    from tests.deploy.printing_job import printing_job
+
+    endpoint, bucket = moto_s3
+    monkeypatch.setenv("HRBENCH_S3_BUCKET", bucket)
+    monkeypatch.setenv("HRBENCH_S3_ENDPOINT_URL", endpoint)
+    config = yaml.safe_load((REPO / "deploy" / "dagster-s3.yaml").read_text())
+    config["storage"] = {"sqlite": {"base_dir": str(tmp_path / "storage")}}
+    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(config))
+    job = reconstructable(printing_job)
+    with DagsterInstance.from_config(str(tmp_path)) as instance, execute_job(job, instance) as result:
+        assert result.success
+        run_id = result.run_id
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix="dagster-compute-logs/").get("Contents", [])]
+    assert any(run_id in k for k in keys), keys
+    out = [k for k in keys if k.endswith(".out")]
+    assert any(b"step output for the bucket" in client.get_object(Bucket=bucket, Key=k)["Body"].read() for k in out)
