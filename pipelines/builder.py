@@ -14,6 +14,7 @@ from hrbench.protocol import load_study
 from hrbench.tasks.loader import load_registry
 from pipelines.defs.agents.sensors import build_agent_sensor
 from pipelines.defs.operations.alerts import build_failure_alert_sensor
+from pipelines.defs.operations.retention import build_retention_schedule, instance_retention_job
 from pipelines.defs.study.assets import build_study_assets
 from pipelines.defs.study.checks import build_study_checks
 from pipelines.defs.study.executor import ExecutorSettings, step_executor
@@ -40,8 +41,8 @@ def build_definitions(study_path: str | Path, out_dir: str | Path, progress: boo
         assets=build_study_assets(agent_task, conditions, loaded.study.needs_prefix_rollouts,
                                   depth=loaded.study.depth is not None),
         asset_checks=build_study_checks(agent_task, conditions),
-        jobs=jobs,
-        schedules=build_schedules(jobs[0]),
+        jobs=[*jobs, instance_retention_job],
+        schedules=[*build_schedules(jobs[0]), build_retention_schedule()],
         sensors=[build_agent_sensor(study_path, out, task_names, jobs), build_automation_sensor(),
                  build_failure_alert_sensor()],
         resources={

@@ -11,3 +11,14 @@ def say() -> None:
 @job
 def printing_job() -> None:
     say()
+
+
+@op
+def fail() -> None:
+    print("step output of a failing run")
+    raise RuntimeError("this run fails")
+
+
+@job
+def failing_job() -> None:
+    fail()
