@@ -44,7 +44,8 @@ def _run(instance: DagsterInstance, **tags: str) -> DagsterRun:
     return instance.add_run(DagsterRun(job_name="checkpoint_trials_job", run_id=str(uuid.uuid4()), tags=tags))
 
 
-@pytest.mark.parametrize("tag", ["hrbench/agent", "dagster/partition", "dagster/partition/agent", "hrbench/endpoint"])
+@pytest.mark.parametrize("tag", ["hrbench/agent", "dagster/partition", "dagster/partition/agent", "hrbench/endpoint",
+                                 "hrbench/setup"])
 def test_a_second_run_on_an_agent_waits_in_the_queue(deploy_instance: DagsterInstance, tag: str):
     queue: RunQueueConfig = deploy_instance.get_concurrency_config().run_queue_config
     running = _run(deploy_instance, **{tag: "steady"})

@@ -12,7 +12,7 @@ import os
 from datetime import datetime, timedelta, timezone
 
 from dagster import (
-    DagsterInstance, DagsterRunStatus, DefaultScheduleStatus, JobDefinition, OpExecutionContext, RunsFilter,
+    DagsterInstance, DagsterRunStatus, DefaultScheduleStatus, OpExecutionContext, RunsFilter,
     ScheduleDefinition, job, op,
 )
 from pydantic import BaseModel

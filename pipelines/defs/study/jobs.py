@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from hrbench.protocol import Study
 
 MAX_RUNTIME_TAG = "dagster/max_runtime"  # read by the daemon's run monitoring (deploy/dagster.yaml)
+SETUP_TAG = "hrbench/setup"
 DAY = 24 * 3600
 
 
@@ -78,7 +79,9 @@ def build_jobs(study_name: str, steps: list[Step],
     return [
         define_asset_job(step.job, selection=AssetSelection.assets(*[AssetKey.from_user_string(a) for a in step.assets]),
                          executor_def=executor_for(step.job),
-                         tags={"hrbench/study": study_name, MAX_RUNTIME_TAG: str(max_runtime_seconds())},
+                         tags={"hrbench/study": study_name, MAX_RUNTIME_TAG: str(max_runtime_seconds()),
+                               # one setup of a study at a time (deploy/dagster.yaml): a refresh never races the first
+                               **({SETUP_TAG: study_name} if "preregistration" in step.assets else {})},
                          description=f"Study step: {step.label}.")
         for step in steps
     ]
