@@ -30,6 +30,9 @@ with warnings.catch_warnings():
     BY_AGENT = MultiToSingleDimensionPartitionMapping(partition_dimension_name="agent")
 
 PROTOCOL, TRIALS, ESTIMATES, REPORT = "protocol", "trials", "estimates", "report"
+# Dagster's concurrency pool of every step that runs sandboxes: the instance bounds how many run at once
+# across runs (deploy/dagster.yaml, `concurrency.pools`).
+SANDBOXES = "sandboxes"
 SINGLE_RUN = BackfillPolicy.single_run()
 # Stale work is redone when its inputs or the code change (and the automation sensor is on, docs/deploy.md).
 # Not `all_deps_blocking_checks_passed()`: in dagster 1.13 it does not see the verdicts of partitioned checks

@@ -8,7 +8,7 @@ from dagster import (
 )
 
 from assets.common import (
-    BY_AGENT, ESTIMATES, SINGLE_RUN, STALE, TRIALS, asset_metadata, data_version, forest_plot_metadata, gated, in_parallel,
+    BY_AGENT, ESTIMATES, SANDBOXES, SINGLE_RUN, STALE, TRIALS, asset_metadata, data_version, forest_plot_metadata, gated, in_parallel,
     of_agent, pair_key, per_agent_tables, registered, residual_markdown, run_pairs, stamp, versioned_output,
 )
 from assets.evidence import prior_expected_success
@@ -54,7 +54,7 @@ def condition_branch(condition: str, agent_task: MultiPartitionsDefinition, vers
             run, tables, regs, mean_p_expected=float(everything["p_expected"].mean())))
 
     @asset(key_prefix=prefix, name="natural_trials", partitions_def=agent_task, group_name=TRIALS,
-           code_version=version, backfill_policy=SINGLE_RUN, automation_condition=STALE,
+           code_version=version, backfill_policy=SINGLE_RUN, automation_condition=STALE, pool=SANDBOXES,
            deps=[AssetDep(key("expected_success"), partition_mapping=BY_AGENT)])
     def natural_trials(context: AssetExecutionContext, study: StudyResource) -> Output[dict]:
         """m_0 natural end-to-end rollouts of this condition per task (stages passed, stop stage).

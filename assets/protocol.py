@@ -5,7 +5,7 @@ import pandas as pd
 from dagster import AssetExecutionContext, AssetsDefinition, DataVersion, Failure, MetadataValue, Output, asset
 
 from assets.common import (
-    PROTOCOL, SINGLE_RUN, STALE, TRIALS, asset_metadata, data_version, gated, registered, versioned_output,
+    PROTOCOL, SANDBOXES, SINGLE_RUN, STALE, TRIALS, asset_metadata, data_version, gated, registered, versioned_output,
 )
 from assets.partitions import AGENTS
 from hrbench.lineage import read_record, stored_sha256
@@ -30,9 +30,17 @@ def _previous_audit(run: StudyRun) -> list[StageAudit] | None:
     if stored_sha256(store.store, store.key("verifier_audit", ())) != record.sha256:
         return None
     stored = store.read("verifier_audit", ())
-    rows = [StageAudit(**{k: (None if pd.isna(v) else v) for k, v in r.items() if k in StageAudit.model_fields})
+    rows = [StageAudit(**{k: _cell(v) for k, v in r.items() if k in StageAudit.model_fields})
             for r in stored.to_dict("records")]
     return rows if rows and all(r.ok for r in rows) else None
+
+
+def _cell(value: object) -> object:
+    """A stored cell as the model field it came from: parquet gives a list column (`notes`) back as an array,
+    a missing scalar as NaN."""
+    if hasattr(value, "tolist") and not pd.api.types.is_scalar(value):
+        return value.tolist()
+    return None if pd.api.types.is_scalar(value) and pd.isna(value) else value
 
 
 def protocol_assets(version: str, with_depth: bool) -> list[AssetsDefinition]:
@@ -46,7 +54,8 @@ def protocol_assets(version: str, with_depth: bool) -> list[AssetsDefinition]:
         return versioned_output(frame, data_version({"": frame}),
                        metadata=asset_metadata(run, {"": frame}, tasks=len(run.design.tasks)))
 
-    @asset(deps=["task_catalog"], group_name=PROTOCOL, code_version=version, automation_condition=STALE)
+    @asset(deps=["task_catalog"], group_name=PROTOCOL, code_version=version, automation_condition=STALE,
+           pool=SANDBOXES)
     def verifier_audit(study: StudyResource) -> Output[pd.DataFrame]:
         """Reference = 1, nothing = 0, key step removed = stage fails, for every stage; fails the run otherwise."""
         run = study.run()
@@ -82,7 +91,8 @@ def protocol_assets(version: str, with_depth: bool) -> list[AssetsDefinition]:
             run, {"": frame}, file=str(path.relative_to(run.out_dir)), git_commit=str(prereg.code.git_commit),
             dirty=str(prereg.code.dirty), study_file=str(source)))
 
-    @asset(deps=["preregistration"], group_name=PROTOCOL, code_version=version, automation_condition=STALE)
+    @asset(deps=["preregistration"], group_name=PROTOCOL, code_version=version, automation_condition=STALE,
+           pool=SANDBOXES)
     def task_depth(study: StudyResource) -> Output[pd.DataFrame]:
         """Depth D by turn caps (depth paper App. B) and work W of the tasks the study's `depth:` names,
         measured with real rollouts of its depth agents; one row per task with every run made."""

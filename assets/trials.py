@@ -5,7 +5,7 @@ import pandas as pd
 from dagster import AssetDep, AssetExecutionContext, AssetsDefinition, MultiPartitionsDefinition, Output, asset
 
 from assets.common import (
-    BY_AGENT, SINGLE_RUN, STALE, TRIALS, asset_metadata, data_version, gated, in_parallel, pair_key, registered,
+    BY_AGENT, SANDBOXES, SINGLE_RUN, STALE, TRIALS, asset_metadata, data_version, gated, in_parallel, pair_key, registered,
     run_pairs, stamp, versioned_output,
 )
 from hrbench import analysis
@@ -27,7 +27,7 @@ def trial_assets(agent_task: MultiPartitionsDefinition, version: str, with_prefi
         return tables, regs, pd.concat(frames, ignore_index=True)
 
     @asset(partitions_def=agent_task, group_name=TRIALS, code_version=version, backfill_policy=SINGLE_RUN,
-           automation_condition=STALE, deps=[AssetDep("agent_registration", partition_mapping=BY_AGENT)])
+           automation_condition=STALE, deps=[AssetDep("agent_registration", partition_mapping=BY_AGENT)], pool=SANDBOXES)
     def prefix_rollouts(context: AssetExecutionContext, study: StudyResource) -> Output[dict]:
         """Rollouts under full history whose transcripts `matched` checkpoints start from (not observed as P_obs)."""
         run = study.run()
@@ -36,7 +36,7 @@ def trial_assets(agent_task: MultiPartitionsDefinition, version: str, with_prefi
             run, tables, regs, missing_trials=analysis.missing_trials(everything)))
 
     @asset(partitions_def=agent_task, group_name=TRIALS, code_version=version, backfill_policy=SINGLE_RUN,
-           automation_condition=STALE,
+           automation_condition=STALE, pool=SANDBOXES,
            deps=[AssetDep("agent_registration", partition_mapping=BY_AGENT),
                  *(["prefix_rollouts"] if with_prefix else [])])
     def checkpoint_trials(context: AssetExecutionContext, study: StudyResource) -> Output[dict]:

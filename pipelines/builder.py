@@ -18,6 +18,8 @@ from hrbench.protocol import load_study
 from hrbench.steps import steps_for
 from hrbench.tasks.loader import load_registry
 from pipelines.defs.agents.sensors import build_agent_sensor
+from pipelines.defs.operations.alerts import build_failure_alert_sensor
+from pipelines.defs.operations.retention import build_retention_schedule, instance_retention_job
 from pipelines.defs.study.executor import ExecutorSettings, step_executor
 from pipelines.defs.study.jobs import build_jobs
 from pipelines.defs.study.schedules import build_automation_sensor, build_schedules
@@ -41,9 +43,10 @@ def build_definitions(study_path: str | Path, out_dir: str | Path, progress: boo
         assets=build_study_assets(agent_task, conditions, loaded.study.needs_prefix_rollouts,
                                   depth=loaded.study.depth is not None),
         asset_checks=build_study_checks(agent_task, conditions),
-        jobs=jobs,
-        schedules=build_schedules(jobs[0]),
-        sensors=[build_agent_sensor(study_path, out, task_names, jobs), build_automation_sensor()],
+        jobs=[*jobs, instance_retention_job],
+        schedules=[*build_schedules(jobs[0]), build_retention_schedule()],
+        sensors=[build_agent_sensor(study_path, out, task_names, jobs), build_automation_sensor(),
+                 build_failure_alert_sensor()],
         resources={
             "study": StudyResource(study_path=str(Path(study_path).resolve()), out_dir=str(out), progress=progress,
                                    storage=storage),

@@ -1,5 +1,6 @@
 """The Dagster code location: `workspace.yaml` points here.
 
+Settings come from the environment, or from $DAGSTER_HOME/hrbench.yaml in a deployment (pipelines/settings.py).
 HRBENCH_OUT (default: ./out) is where the study's tables, journals and report go;
 HRBENCH_STUDY is the study file (default: the one that made HRBENCH_OUT, recorded in
 OUT/study_source.json, else the built-in demo study). HRBENCH_PROGRESS=1 shows trial
@@ -20,6 +21,7 @@ from hrbench.preregistration import recorded_study_source
 from hrbench.protocol import DEMO_STUDY
 from pipelines.builder import build_definitions
 from pipelines.defs.study.executor import ExecutorSettings
+from pipelines.settings import apply_deployment_settings
 
 
 def study_and_out() -> tuple[str, str]:
@@ -35,7 +37,13 @@ def _definitions(study: str, out: str, progress: bool, executor: ExecutorSetting
     return build_definitions(study, out, progress=progress, executor=executor)
 
 
-def current() -> dg.Definitions:
+# What `hrbench run` sets for the runs it launches itself, on any instance (pipelines/materialize.py).
+RUN_SCOPED = frozenset({"HRBENCH_STUDY", "HRBENCH_OUT", "HRBENCH_PROGRESS"})
+
+
+def current(environment_wins: frozenset[str] = frozenset()) -> dg.Definitions:
+    # $DAGSTER_HOME/hrbench.yaml: the same settings in the webserver, the daemon and their runs
+    apply_deployment_settings(environment_wins)
     study, out = study_and_out()
     return _definitions(str(Path(study).resolve()), str(Path(out).resolve()), os.environ.get("HRBENCH_PROGRESS") == "1",
                         ExecutorSettings.from_env())
@@ -48,4 +56,4 @@ def defs() -> dg.Definitions:
 
 def step_job(name: str) -> dg.JobDefinition:
     """A study step's job, rebuilt from the environment: the target of `hrbench run`'s reconstructable jobs."""
-    return current().resolve_job_def(name)
+    return current(environment_wins=RUN_SCOPED).resolve_job_def(name)

@@ -35,7 +35,8 @@ def test_assets_have_groups_code_versions_automation_and_batched_backfills(tmp_p
     assert groups["checkpoint_trials"] == "trials" and groups["horizon_residuals"] == "estimates"
     assert groups["natural_trials"] == "trials" and groups["sensitivity_sweep"] == "estimates"
     steps = steps_for(load_study(TINY_STUDY).study)
-    assert {j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")} == {s.job for s in steps}
+    assert {j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")} == \
+        {s.job for s in steps} | {"instance_retention_job"}  # the step jobs, and the instance's housekeeping
     # every asset is in exactly one step job (the per-condition branch and the new assets included)
     in_steps = [a for s in steps for a in s.assets]
     assert sorted(in_steps) == sorted(k.to_user_string() for k in graph.get_all_asset_keys())

@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.deploy.conftest import write_study
 
@@ -64,8 +65,13 @@ class Deployment:
         shutil.copy(REPO / "deploy" / "dagster.yaml", self.home / "dagster.yaml")
         self.out = root / "out"
         study = write_study(root, ["steady", "rotting"], name="teamstudy")
-        self.env = {**os.environ, "DAGSTER_HOME": str(self.home), "DAGSTER_PG_URL": postgres_url,
-                    "HRBENCH_STUDY": str(study), "HRBENCH_OUT": str(self.out), "HRBENCH_SENSOR_INTERVAL": "3",
+        # hrbench's settings in the one file every process reads (deploy/hrbench.yaml); the refresh every minute
+        (self.home / "hrbench.yaml").write_text(yaml.safe_dump({
+            "HRBENCH_STUDY": str(study), "HRBENCH_OUT": str(self.out), "HRBENCH_SENSOR_INTERVAL": 3,
+            "HRBENCH_SCHEDULE": "* * * * *"}))
+        environment = {k: v for k, v in os.environ.items() if k not in ("HRBENCH_STUDY", "HRBENCH_OUT",
+                                                                         "HRBENCH_SENSOR_INTERVAL", "HRBENCH_SCHEDULE")}
+        self.env = {**environment, "DAGSTER_HOME": str(self.home), "DAGSTER_PG_URL": postgres_url,
                     "PYTHONPATH": str(REPO)}
         self.logs = root / "logs"
         self.logs.mkdir()
@@ -168,11 +174,12 @@ def _assets(d: Deployment) -> dict[str, dict]:
     return {"/".join(n["assetKey"]["path"]): n for n in d.graphql(ASSETS)["assetNodes"]}
 
 
-def _launch(d: Deployment, job: str) -> str:
+def _launch(d: Deployment, job: str, **tags: str) -> str:
+    tags = {"hrbench/study": "teamstudy", **tags}
     data = d.graphql("""mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
         ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""", {"p": {
         "selector": {"repositoryLocationName": LOCATION, "repositoryName": "__repository__", "jobName": job},
-        "runConfigData": {}, "executionMetadata": {"tags": [{"key": "hrbench/study", "value": "teamstudy"}]}}})
+        "runConfigData": {}, "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]}}})
     launched = data["launchRun"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
     return launched["run"]["runId"]
@@ -218,12 +225,51 @@ def test_a_study_runs_on_webserver_daemon_and_postgres(deployment: Deployment):
     results = [r for r in runs["runsOrError"]["results"] if r["status"] == "SUCCESS"]
     assert all({"key": "hrbench/study", "value": "teamstudy"} in r["tags"] for r in results)
     # setup, five steps per agent, report: independent of the task count (a run that failed to launch on a
-    # loaded machine is retried by the sensor, so only successful runs are counted)
-    assert len(results) == 1 + 2 * 5 + 1, [(r["jobName"], r["tags"]) for r in results]
+    # loaded machine is retried by the sensor, so only successful runs are counted; the refresh schedule's are not)
+    study_runs = [r for r in results if not any(t["key"] == "dagster/schedule_name" for t in r["tags"])]
+    assert len(study_runs) == 1 + 2 * 5 + 1, [(r["jobName"], r["tags"]) for r in study_runs]
     summary = json.loads((d.out / "summary.json").read_text())
     assert {r["agent"] for r in summary["residuals"]} == {"steady", "rotting"}
 
+    _two_runs_of_one_agent_take_turns(d)
+    _the_schedule_refreshes_the_finished_study(d, finished=time.time(), deadline=deadline + 300)
+
     _screenshot_lineage(d)
+
+
+def _two_runs_of_one_agent_take_turns(d: Deployment) -> None:
+    """Two runs on one agent launched at once (its registration, again): the second waits in the queue
+    (deploy/dagster.yaml's tag concurrency limits), then both succeed."""
+    first = _launch(d, "agent_registration_job", **{"dagster/partition": "steady", "hrbench/agent": "steady"})
+    second = _launch(d, "agent_registration_job", **{"dagster/partition": "steady", "hrbench/agent": "steady"})
+    seen, deadline = [], time.monotonic() + 600
+    while True:
+        statuses = (_status(d, first), _status(d, second))
+        seen.append(statuses)
+        if all(s in ("SUCCESS", "FAILURE", "CANCELED") for s in statuses):
+            break
+        assert time.monotonic() < deadline, f"the two runs did not finish: {seen[-5:]}\n" + d.log_tail()
+        time.sleep(0.5)
+    assert statuses == ("SUCCESS", "SUCCESS"), d.log_tail()
+    busy = ("STARTING", "STARTED")
+    assert not any(a in busy and b in busy for a, b in seen), seen  # never both at work on the agent
+    assert any(a in busy and b == "QUEUED" for a, b in seen), seen  # the second waited for the first
+
+
+def _the_schedule_refreshes_the_finished_study(d: Deployment, finished: float, deadline: float) -> None:
+    """The refresh schedule (every minute here, from hrbench.yaml) re-runs the setup of the finished study."""
+    query = """{ runsOrError(filter: {tags: [{key: "dagster/schedule_name", value: "study_refresh_schedule"}]}) {
+        ... on Runs { results { runId status startTime } } } }"""
+    while True:
+        runs = [r for r in d.graphql(query)["runsOrError"]["results"] if (r["startTime"] or 0) > finished]
+        done = [r for r in runs if r["status"] in ("SUCCESS", "FAILURE", "CANCELED")]
+        if done:
+            break
+        assert time.monotonic() < deadline, "no refresh ran after the study finished\n" + d.log_tail()
+        time.sleep(3)
+    assert done[0]["status"] == "SUCCESS", d.log_tail()
+    failed = [r for r in d.graphql(query)["runsOrError"]["results"] if r["status"] == "FAILURE"]
+    assert not failed, d.log_tail()  # no refresh failed, during the study or after it
 
 
 def _screenshot_lineage(d: Deployment) -> None:

@@ -99,7 +99,9 @@ def build_agent_sensor(study_path: str | Path, out_dir: str | Path, task_names: 
             if _count(context, step.job, tags, IN_FLIGHT):
                 busy = True  # its run is queued or running: the next step waits for it
                 continue
-            request = _request(context, step, tags, f"{agent}:{step.job}:{sha[:16]}", step_tags(step, agent, task_names))
+            endpoint = run.design.registration(agent).config.get("base_url")  # one run per endpoint (dagster.yaml)
+            endpoint_tags = {"hrbench/endpoint": str(endpoint)} if endpoint else {}
+            request = _request(context, step, tags, f"{agent}:{step.job}:{sha[:16]}", {**step_tags(step, agent, task_names), **endpoint_tags})
             if request:
                 requests.append(request)
         if not requests and not busy and not refused and report_stale(run):

@@ -41,20 +41,23 @@ class ExecutorSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)  # a key of the code location's definitions cache
 
-    kind: Literal["in_process", "docker"] = "in_process"
+    kind: Literal["in_process", "docker", "k8s"] = "in_process"
     image: str = Field("hrbench/executor:bookworm", description="HRBENCH_EXECUTOR_IMAGE: the step containers' image "
                        "(scripts/executor_image.sh builds this one: Debian 12 with python3, bubblewrap, procps, git)")
     network: str = Field("host", description="HRBENCH_EXECUTOR_NETWORK: the step containers' network (an agent may "
                          "call a model API, the store may be S3; trials themselves never have a network)")
+    namespace: str = Field("hrbench", description="HRBENCH_K8S_NAMESPACE: the namespace of the step pods (k8s)")
 
     @classmethod
     def from_env(cls) -> "ExecutorSettings":
-        """HRBENCH_EXECUTOR (in_process | docker), HRBENCH_EXECUTOR_IMAGE, HRBENCH_EXECUTOR_NETWORK."""
+        """HRBENCH_EXECUTOR (in_process | docker | k8s), HRBENCH_EXECUTOR_IMAGE, HRBENCH_EXECUTOR_NETWORK,
+        HRBENCH_K8S_NAMESPACE."""
         kind = os.environ.get(EXECUTOR_ENV) or "in_process"
-        if kind not in ("in_process", "docker"):
+        if kind not in ("in_process", "docker", "k8s"):
             raise ValueError(f"{EXECUTOR_ENV}={kind!r} is not an executor hrbench knows: "
-                             "use in_process (the default) or docker (docs/deploy.md, Executors)")
-        values = {"image": os.environ.get("HRBENCH_EXECUTOR_IMAGE"), "network": os.environ.get("HRBENCH_EXECUTOR_NETWORK")}
+                             "use in_process (the default), docker or k8s (docs/deploy.md, Executors)")
+        values = {"image": os.environ.get("HRBENCH_EXECUTOR_IMAGE"), "network": os.environ.get("HRBENCH_EXECUTOR_NETWORK"),
+                  "namespace": os.environ.get("HRBENCH_K8S_NAMESPACE")}
         return cls(kind=kind, **{k: v for k, v in values.items() if v})
 
 
@@ -62,6 +65,10 @@ def step_executor(job: str, settings: ExecutorSettings, study_file: Path, regist
     """The executor of one step job: docker_executor for a trial step when configured, else in-process."""
     if settings.kind == "in_process" or job not in TRIAL_JOBS:
         return in_process_executor
+    if settings.kind == "k8s":
+        from dagster_k8s import k8s_job_executor  # only a Kubernetes deployment needs dagster-k8s loaded
+
+        return k8s_job_executor.configured(k8s_executor_config(settings, out), name="hrbench_k8s_executor")
     from dagster_docker import docker_executor  # only a docker deployment needs dagster-docker loaded
 
     return docker_executor.configured(docker_executor_config(settings, study_file, registry, out),
@@ -89,6 +96,31 @@ def docker_executor_config(settings: ExecutorSettings, study_file: Path, registr
                      f"PATH={Path(sys.prefix) / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
         "container_kwargs": {"volumes": volumes, "privileged": True, "labels": {STEP_LABEL: str(out.resolve())},
                              "working_dir": str(REPO_ROOT)},
+    }
+
+
+# The Kubernetes secrets every step pod gets as environment (deploy/k8s/values.yaml creates neither: the team does).
+K8S_SECRETS = ("hrbench-s3-credentials", "dagster-postgresql-secret")
+
+
+def k8s_executor_config(settings: ExecutorSettings, out: Path) -> dict:
+    """k8s_job_executor's config: each trial step a Kubernetes Job of the hrbench image (deploy/k8s/Dockerfile:
+    hrbench installed, so no mounts of code or virtualenv), privileged for bubblewrap and the trial cgroups as
+    the docker executor's containers are, OUT an emptyDir working copy (pods share no disk: the study's store
+    is S3, and a journal load is the union of the local log and the bucket)."""
+    return {
+        "job_image": settings.image,
+        "job_namespace": settings.namespace,
+        "image_pull_policy": "IfNotPresent",
+        "env_vars": [name for name in PASSED_ENV if os.environ.get(name) is not None
+                     and not name.startswith("AWS_") and name != "DAGSTER_PG_URL"],  # secrets come from K8S_SECRETS
+        "env_secrets": list(K8S_SECRETS),
+        "step_k8s_config": {
+            "container_config": {"security_context": {"privileged": True},
+                                 "volume_mounts": [{"name": "out", "mount_path": str(out.resolve())}],
+                                 "resources": {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "8Gi"}}},
+            "pod_spec_config": {"volumes": [{"name": "out", "empty_dir": {}}]},
+        },
     }
 
 

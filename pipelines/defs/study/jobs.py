@@ -7,11 +7,25 @@ runs per step. `hrbench run` launches these jobs; so do the agent sensor and the
 
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 from dagster import AssetKey, AssetSelection, ExecutorDefinition, JobDefinition, define_asset_job, in_process_executor
 
 from hrbench.steps import Step
+
+MAX_RUNTIME_TAG = "dagster/max_runtime"  # read by the daemon's run monitoring (deploy/dagster.yaml)
+SETUP_TAG = "hrbench/setup"
+DAY = 24 * 3600
+
+
+def max_runtime_seconds() -> int:
+    """HRBENCH_MAX_RUNTIME (seconds, default a day): run monitoring fails a step's run that takes longer (a hung
+    model endpoint, a stuck sandbox); run retries then launch it again, resuming from the trial journals."""
+    value = os.environ.get("HRBENCH_MAX_RUNTIME", str(DAY))
+    if not value.isdigit() or int(value) <= 0:
+        raise ValueError(f"HRBENCH_MAX_RUNTIME={value!r}: give a positive number of seconds")
+    return int(value)
 
 
 def build_jobs(study_name: str, steps: list[Step],
@@ -20,7 +34,10 @@ def build_jobs(study_name: str, steps: list[Step],
     name gives its executor (pipelines/defs/study/executor.py)."""
     return [
         define_asset_job(step.job, selection=AssetSelection.assets(*[AssetKey.from_user_string(a) for a in step.assets]),
-                         executor_def=executor_for(step.job), tags={"hrbench/study": study_name},
+                         executor_def=executor_for(step.job),
+                         tags={"hrbench/study": study_name, MAX_RUNTIME_TAG: str(max_runtime_seconds()),
+                               # one setup of a study at a time (deploy/dagster.yaml): a refresh never races the first
+                               **({SETUP_TAG: study_name} if "preregistration" in step.assets else {})},
                          description=f"Study step: {step.label}.")
         for step in steps
     ]
