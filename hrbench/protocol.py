@@ -413,6 +413,7 @@ class Study(Frozen):
         """The import that holds this agent's trials of `kind`, if any."""
         return next((e for e in self.imports if e.kind == kind and agent in e.agents.values()), None)
 
+    @model_validator(mode="after")
     def _claimed_contrasts(self) -> "Study":
         unknown = sorted(set(self.claims.contrasts or []) - (set(self.condition_names) - {"baseline"}))
         if unknown:

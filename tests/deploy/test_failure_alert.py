@@ -11,7 +11,7 @@ import pytest
 from dagster import DagsterEventType, DagsterInstance, build_run_status_sensor_context
 
 from pipelines.builder import build_definitions
-from pipelines.defs.study.partitions import AGENTS
+from assets.partitions import AGENTS
 from pipelines.materialize import QUIET
 from tests.conftest import TINY_STUDY
 

@@ -11,7 +11,8 @@ import pytest
 from dagster import AssetKey, DagsterInstance, build_schedule_context
 
 from pipelines.builder import build_definitions
-from pipelines.defs.study.jobs import step_tags, steps_for
+from hrbench.steps import steps_for
+from pipelines.defs.study.jobs import step_tags
 from pipelines.materialize import launch_step, run_study
 from hrbench.protocol import load_study
 from tests.deploy.conftest import snapshot, write_study

@@ -36,6 +36,7 @@ def _benchmark(name: str):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # minutes of Monte Carlo: CI's budget (HRBENCH_LONG=1 runs it)
 def test_demo_claims_hold_their_error_rate_and_never_call_a_real_effect_equivalent():
     bench = _benchmark("conditions_acceptance")
     base = StudyDesign.from_file(bench.DEMO)

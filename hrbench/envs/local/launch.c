@@ -1,4 +1,4 @@
-/* hrbench's sandbox launcher: one exec between the harness and bwrap (hrbench/envs/confine.py).
+/* hrbench's sandbox launcher: one exec between the harness and bwrap (hrbench/envs/local/confine.py).
  *
  *   launch [-c CGROUP_FILE]... [-l RESOURCE=LIMIT]... [-u UID:GID] -- PROGRAM ARG...
  *
