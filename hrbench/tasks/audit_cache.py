@@ -24,6 +24,7 @@ def backend_identity(backend: LocalBackend | DockerBackend) -> dict:
     if isinstance(backend, DockerBackend):
         return {"backend": "docker", "memory_mb": backend.memory_mb, "cpus": backend.cpus,
                 "pids_limit": backend.pids_limit, "tmp_mb": backend.tmp_mb, "file_mb": backend.file_mb,
+                "workspace_mb": backend.workspace_mb,
                 "base_image": backend.base_image}
     return {"backend": backend.name, "limits": backend.limits.model_dump(mode="json"), "bwrap": bwrap_version()}
 
