@@ -44,7 +44,7 @@ NO_STORE_MODULES = frozenset({
     "deploy/test_code_version.py", "harbor/test_harbor_study.py", "harbor/test_harbor_tasks.py",
     "harness/test_fuzz.py", "harness/test_journal.py", "quality/test_suites.py", "report/test_report.py",
     "security/test_attacks.py", "security/test_cgroups.py", "security/test_command_agent_sandbox.py",
-    "security/test_launcher.py", "security/test_verifier_integrity.py",
+    "security/test_launcher.py", "security/test_noisy_neighbour.py", "security/test_verifier_integrity.py",
     "stats/test_aggregation.py", "stats/test_baselines.py", "stats/test_bootstrap.py",
     "stats/test_calibrated_aggregate.py", "stats/test_closed_form_rules.py", "stats/test_estimate.py",
     "stats/test_honest_intervals.py", "stats/test_horizon_planning.py", "stats/test_intervals.py",
