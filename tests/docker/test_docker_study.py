@@ -59,6 +59,7 @@ def test_a_docker_study_over_a_docker_only_task_runs_end_to_end(docker_host: str
     assert set(stores.tables.read("task_catalog", ())["backend"]) == {"docker"}
 
 
+@pytest.mark.long  # a second whole study on podman: CI's budget (HRBENCH_LONG=1 runs it)
 def test_auto_sends_each_task_of_a_mixed_registry_where_it_belongs(docker_host: str, tmp_path: Path, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", docker_host)
     design = StudyDesign.from_file(_study(tmp_path, "auto", (TINY_TASK, DOCKER_ONLY)))
