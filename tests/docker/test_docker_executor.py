@@ -136,7 +136,7 @@ def test_executor_setting_selects_the_trial_steps_executor(study: Path, tmp_path
     defs = build_definitions(study, tmp_path, executor=ExecutorSettings.from_env())
     executors = {job.name: job.executor_def.name for job in defs.resolve_all_job_defs() if not job.name.startswith("__")}
     assert {executors[j] for j in TRIAL_JOBS} == {"hrbench_docker_executor"}
-    assert len(executors) == 7 and {e for j, e in executors.items() if j not in TRIAL_JOBS} == {"in_process"}
+    assert len(executors) == 8 and {e for j, e in executors.items() if j not in TRIAL_JOBS} == {"in_process"}
     monkeypatch.delenv("HRBENCH_EXECUTOR")
     defs = build_definitions(study, tmp_path, executor=ExecutorSettings.from_env())
     assert {job.executor_def.name for job in defs.resolve_all_job_defs() if not job.name.startswith("__")} == {"in_process"}
