@@ -2,22 +2,22 @@
 resource accounting."""
 
 import pandas as pd
-from dagster import AssetExecutionContext, AssetIn, AssetKey, AssetsDefinition, Output, asset
+from dagster import AssetExecutionContext, AssetIn, AssetKey, AssetsDefinition, MultiPartitionsDefinition, Output, asset
 
 from assets.common import (
     BY_AGENT, ESTIMATES, SINGLE_RUN, STALE, asset_metadata, data_version, of_agent, per_agent_tables,
     versioned_output,
 )
-from assets.partitions import AGENTS
+from assets.partitions import agents_of
 from hrbench import analysis
 from resources.study import StudyResource
 
 
-def aggregate_assets(conditions: list[str], version: str) -> list[AssetsDefinition]:
+def aggregate_assets(agent_task: MultiPartitionsDefinition, conditions: list[str], version: str) -> list[AssetsDefinition]:
     """[intervention_contrasts (two conditions or more)], sensitivity_sweep, resource_accounting."""
     natural_ins = {f"natural_{c}": AssetIn(key=AssetKey([c, "natural_trials"]), partition_mapping=BY_AGENT)
                    for c in conditions}
-    per_agent = dict(partitions_def=AGENTS, code_version=version, backfill_policy=SINGLE_RUN,
+    per_agent = dict(partitions_def=agents_of(agent_task), code_version=version, backfill_policy=SINGLE_RUN,
                      automation_condition=STALE)
 
     @asset(group_name=ESTIMATES, ins={"checkpoint_trials": AssetIn(partition_mapping=BY_AGENT), **natural_ins},

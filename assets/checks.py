@@ -22,14 +22,15 @@ from dagster import (
 
 from hrbench import quality
 from hrbench.catalogue import (
-    CHECKPOINT_TRIALS, CONDITION_TABLES, EXPECTED_BEFORE_OBSERVED, QUALITY, REGISTERED, table,
+    CHECKPOINT_TRIALS, CONDITION_TABLES, EXPECTED_BEFORE_OBSERVED, QUALITY, REGISTERED, StudyNames, table, table_key,
 )
 from hrbench.lineage import write_check_record
 from hrbench.preregistration import load_registration
 from hrbench.storage import TableStore, store_for
 from hrbench.stores import StudyStores
+from assets.common import in_namespace, sibling
 from assets.evidence import first_expected_success, latest_materialization, metadata_for_agent, metadata_text
-from assets.partitions import AGENTS
+from assets.partitions import agents_of
 from resources.study import StudyResource
 
 # The per-agent tables whose hashes are checked against the stored records; a condition's are `<condition>/<name>`.
@@ -59,7 +60,7 @@ def _recorded(context: AssetCheckExecutionContext, study: StudyResource, result:
     """The result, its verdict written for every partition judged when the check is blocking (hrbench/gate.py).
     A suite judged over several partitions at once gives each the same verdict: one bad partition holds back
     the others of its run until the step is re-run (the safe side)."""
-    asset, check = "/".join(context.check_specs[0].asset_key.path), context.check_specs[0].name
+    asset, check = table_key(context.check_specs[0].asset_key.path), context.check_specs[0].name
     if _blocking(asset, check):
         store = study.run().stores.tables.store
         for key in context.partition_keys:
@@ -74,14 +75,17 @@ def _result(context: AssetCheckExecutionContext, study: StudyResource, verdict: 
                                                       metadata={**verdict.metadata(), **extra}))
 
 
-def build_study_checks(agent_task: MultiPartitionsDefinition, conditions: list[str]) -> list[AssetChecksDefinition]:
-    """The suites of the shared checkpoint trials and of every condition's branch, and the registration checks."""
+def build_study_checks(names: StudyNames, agent_task: MultiPartitionsDefinition,
+                       conditions: list[str]) -> list[AssetChecksDefinition]:
+    """The suites of the shared checkpoint trials and of every condition's branch, and the registration checks, on
+    the study's keys (its namespace)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PreviewWarning)
-        registration_checks = [_registration_check(name, agent_task if name.endswith("_trials") else AGENTS)
+        registration_checks = [_registration_check(name, agent_task if name.endswith("_trials") else agents_of(agent_task))
                                for name in registered_assets(conditions)]
-        return [_checkpoint_check(agent_task), *(c for cond in conditions for c in _condition_checks(cond, agent_task)),
-                *registration_checks]
+        return in_namespace([_checkpoint_check(agent_task),
+                             *(c for cond in conditions for c in _condition_checks(cond, agent_task)),
+                             *registration_checks], names)
 
 
 def _checkpoint_check(agent_task: MultiPartitionsDefinition) -> AssetChecksDefinition:
@@ -110,11 +114,13 @@ def _condition_checks(condition: str, agent_task: MultiPartitionsDefinition) -> 
     def expected_success_precedes_natural_trials(context: AssetCheckExecutionContext, study: StudyResource,
                                                  natural_trials: pd.DataFrame) -> AssetCheckResult:
         expected_at: dict[str, float | None] = {}
+        checked = context.check_specs[0].asset_key  # `natural`, in the study's namespace
         for key in context.partition_keys:
             agent = key.split("|")[0]
-            materialized = latest_materialization(context.instance, natural, key)
-            first = first_expected_success(context.instance, agent, metadata_text(materialized, "prereg_sha256"),
-                                           metadata_for_agent(materialized, "agent_sha256", agent), condition)
+            materialized = latest_materialization(context.instance, checked, key)
+            first = first_expected_success(context.instance, sibling(checked, "expected_success"), agent,
+                                           metadata_text(materialized, "prereg_sha256"),
+                                           metadata_for_agent(materialized, "agent_sha256", agent))
             expected_at[agent] = first.timestamp if first else None
         verdict = quality.check_evidence_order(natural_trials, expected_at, sorted(expected_at), condition)
         return _result(context, study, verdict, condition=condition,
@@ -132,14 +138,14 @@ def _condition_checks(condition: str, agent_task: MultiPartitionsDefinition) -> 
                                                             run.study.retries))
 
     return [expected_success_precedes_natural_trials, natural_trials_quality,
-            *(_per_agent_check(condition, name, suite) for name, suite in PER_AGENT_SUITES.items())]
+            *(_per_agent_check(condition, name, suite, agent_task) for name, suite in PER_AGENT_SUITES.items())]
 
 
-def _per_agent_check(condition: str, name: str, suite) -> AssetChecksDefinition:
+def _per_agent_check(condition: str, name: str, suite, agent_task: MultiPartitionsDefinition) -> AssetChecksDefinition:
     """The GX suite of one per-agent table of a condition's branch, over the agents of the run."""
 
     # the one parameter that is no resource is the checked table (Dagster loads it through the IO manager)
-    @asset_check(asset=AssetKey([condition, name]), name=QUALITY, blocking=_blocking(name, QUALITY), partitions_def=AGENTS,
+    @asset_check(asset=AssetKey([condition, name]), name=QUALITY, blocking=_blocking(name, QUALITY), partitions_def=agents_of(agent_task),
                  description=f"GX suite on {condition}/{name}: {suite.__doc__.strip()}")
     def table_quality(context: AssetCheckExecutionContext, study: StudyResource, table: pd.DataFrame) -> AssetCheckResult:
         run = study.run()

@@ -12,13 +12,15 @@ import base64
 import hashlib
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import pandas as pd
 from dagster import (
-    AssetExecutionContext, AutomationCondition, BackfillPolicy, BetaWarning, DataVersion, Failure, MetadataValue,
+    AssetChecksDefinition, AssetExecutionContext, AssetKey, AssetsDefinition, AutomationCondition, BackfillPolicy, BetaWarning, DataVersion, Failure, MetadataValue,
     MultiToSingleDimensionPartitionMapping, Output,
 )
 
+from hrbench.catalogue import StudyNames, table_key
 from hrbench.gate import upstream_problems
 from hrbench.preregistration import AgentRegistration, code_version, load_registration
 from hrbench.report.figures import forest_plot
@@ -29,6 +31,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", BetaWarning)
     BY_AGENT = MultiToSingleDimensionPartitionMapping(partition_dimension_name="agent")
 
+AnyAssets = TypeVar("AnyAssets", AssetsDefinition, AssetChecksDefinition)
 PROTOCOL, TRIALS, ESTIMATES, REPORT = "protocol", "trials", "estimates", "report"
 # Dagster's concurrency pool of every step that runs sandboxes: the instance bounds how many run at once
 # across runs (deploy/dagster.yaml, `concurrency.pools`).
@@ -40,6 +43,23 @@ SINGLE_RUN = BackfillPolicy.single_run()
 STALE = AutomationCondition.eager() | (AutomationCondition.code_version_changed()
                                        & ~AutomationCondition.any_deps_missing()
                                        & ~AutomationCondition.in_progress())
+
+
+def in_namespace(definitions: list[AnyAssets], names: StudyNames) -> list[AnyAssets]:
+    """The assets (or checks) with every asset key they name, their own, their inputs' and their checks' targets,
+    under the study's namespace: the one place a study's keys get it. The factories spell catalogue keys; this is
+    how Dagster's own `load_assets_from_modules(key_prefix=...)` prefixes a graph."""
+    keys = {k for d in definitions for k in (*d.keys, *d.dependency_keys, *(c.asset_key for c in d.check_keys))}
+    replacements = {k: AssetKey(names.asset_key(k.to_user_string())) for k in keys}
+    renamed = [d.with_attributes(asset_key_replacements=replacements) for d in definitions]
+    # a checks definition comes back as a plain AssetsDefinition: made a checks definition again, as Dagster's loader does
+    return [r.coerce_to_checks_def() if isinstance(d, AssetChecksDefinition) else r  # type: ignore[misc]
+            for d, r in zip(definitions, renamed)]
+
+
+def sibling(key: AssetKey, name: str) -> AssetKey:
+    """The asset `name` beside `key`: of the same study and, for a condition's asset, the same condition."""
+    return AssetKey([*key.path[:-1], name])
 
 
 def run_pairs(context: AssetExecutionContext) -> list[tuple[str, str]]:
@@ -148,7 +168,7 @@ def versioned_output(value: object, data_version: DataVersion, metadata: dict) -
 
 def per_agent_tables(context: AssetExecutionContext, run: StudyRun, compute) -> tuple[dict, dict]:
     """{agent: stamped table} over the agents of this run, and their registrations (once the gate lets it)."""
-    gated(run, "/".join(context.asset_key.path), list(context.partition_keys))
+    gated(run, table_key(context.asset_key.path), list(context.partition_keys))
     regs = {a: registered(run, a) for a in context.partition_keys}
     return {a: stamp(compute(a), regs[a]) for a in context.partition_keys}, regs
 

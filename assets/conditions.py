@@ -9,10 +9,10 @@ from dagster import (
 
 from assets.common import (
     BY_AGENT, ESTIMATES, SANDBOXES, SINGLE_RUN, STALE, TRIALS, asset_metadata, data_version, forest_plot_metadata, gated, in_parallel,
-    of_agent, pair_key, per_agent_tables, registered, residual_markdown, run_pairs, stamp, versioned_output,
+    of_agent, pair_key, per_agent_tables, registered, residual_markdown, run_pairs, sibling, stamp, versioned_output,
 )
 from assets.evidence import prior_expected_success
-from assets.partitions import AGENTS
+from assets.partitions import agents_of
 from hrbench import analysis
 from hrbench.harness.records import records_table
 from hrbench.study_run import StudyRun
@@ -21,7 +21,7 @@ from resources.study import StudyResource
 def condition_branch(condition: str, agent_task: MultiPartitionsDefinition, version: str) -> list[AssetsDefinition]:
     """One condition's own branch: stage estimates → expected → natural rollouts → observed → residuals."""
     prefix = [condition]
-    per_agent = dict(key_prefix=prefix, partitions_def=AGENTS, code_version=version, backfill_policy=SINGLE_RUN,
+    per_agent = dict(key_prefix=prefix, partitions_def=agents_of(agent_task), code_version=version, backfill_policy=SINGLE_RUN,
                      automation_condition=STALE)
 
     def key(name: str) -> AssetKey:
@@ -67,8 +67,8 @@ def condition_branch(condition: str, agent_task: MultiPartitionsDefinition, vers
         pairs = run_pairs(context)
         gated(run, key("natural_trials").to_user_string(), sorted({a for a, _ in pairs}))
         regs = {a: registered(run, a) for a in sorted({a for a, _ in pairs})}
-        expected = {a: prior_expected_success(context.instance, a, run.prereg_sha256, regs[a].agent_sha256,
-                                              condition=condition)
+        expected = {a: prior_expected_success(context.instance, sibling(context.asset_key, "expected_success"), a,
+                                              run.prereg_sha256, regs[a].agent_sha256)
                     for a in regs}
         refused = sorted(a for a, e in expected.items() if e is None)
         for agent in refused:

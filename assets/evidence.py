@@ -21,13 +21,12 @@ def latest_materialization(instance: DagsterInstance, asset: AssetKey, partition
     return records[0] if records else None
 
 
-def prior_expected_success(instance: DagsterInstance, agent: str, prereg_sha256: str | None,
-                           agent_sha256: str | None, before_timestamp: float | None = None,
-                           condition: str = "baseline") -> EventLogRecord | None:
-    """The latest `<condition>/expected_success` of this agent under this pre-registration and agent
-    registration, before a time if given."""
+def prior_expected_success(instance: DagsterInstance, expected: AssetKey, agent: str, prereg_sha256: str | None,
+                           agent_sha256: str | None, before_timestamp: float | None = None) -> EventLogRecord | None:
+    """The latest materialization of `expected` (a condition's expected_success) of this agent under this
+    pre-registration and agent registration, before a time if given."""
     records = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey([condition, "expected_success"]), asset_partitions=[agent],
+        AssetRecordsFilter(asset_key=expected, asset_partitions=[agent],
                            before_timestamp=before_timestamp),
         limit=50,
     ).records
@@ -35,12 +34,12 @@ def prior_expected_success(instance: DagsterInstance, agent: str, prereg_sha256:
                  and metadata_for_agent(r, "agent_sha256", agent) == agent_sha256), None)
 
 
-def first_expected_success(instance: DagsterInstance, agent: str, prereg_sha256: str | None, agent_sha256: str | None,
-                           condition: str) -> EventLogRecord | None:
-    """The earliest `<condition>/expected_success` of this agent under this pre-registration and agent registration:
+def first_expected_success(instance: DagsterInstance, expected: AssetKey, agent: str, prereg_sha256: str | None,
+                           agent_sha256: str | None) -> EventLogRecord | None:
+    """The earliest materialization of `expected` (a condition's expected_success) of this agent under this pre-registration and agent registration:
     when its prediction was first fixed (a natural trial may be resumed from the journal of an earlier run)."""
     records = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey([condition, "expected_success"]), asset_partitions=[agent]),
+        AssetRecordsFilter(asset_key=expected, asset_partitions=[agent]),
         limit=200, ascending=True,
     ).records
     return next((r for r in records if metadata_text(r, "prereg_sha256") == prereg_sha256

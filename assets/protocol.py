@@ -2,12 +2,14 @@
 study declares `depth:`) and each agent's registration, all fixed before any trial."""
 
 import pandas as pd
-from dagster import AssetExecutionContext, AssetsDefinition, DataVersion, Failure, MetadataValue, Output, asset
+from dagster import (
+    AssetExecutionContext, AssetsDefinition, DataVersion, DynamicPartitionsDefinition, Failure, MetadataValue, Output,
+    asset,
+)
 
 from assets.common import (
     PROTOCOL, SANDBOXES, SINGLE_RUN, STALE, TRIALS, asset_metadata, data_version, gated, registered, versioned_output,
 )
-from assets.partitions import AGENTS
 from hrbench.lineage import read_record, stored_sha256
 from hrbench.preregistration import record_study_source, store_registration
 from hrbench.protocol import StudyError
@@ -43,7 +45,7 @@ def _cell(value: object) -> object:
     return None if pd.api.types.is_scalar(value) and pd.isna(value) else value
 
 
-def protocol_assets(version: str, with_depth: bool) -> list[AssetsDefinition]:
+def protocol_assets(agents: DynamicPartitionsDefinition, version: str, with_depth: bool) -> list[AssetsDefinition]:
     """task_catalog -> verifier_audit -> preregistration -> [task_depth], agent_registration."""
 
     @asset(group_name=PROTOCOL, code_version=version, automation_condition=STALE)
@@ -105,7 +107,7 @@ def protocol_assets(version: str, with_depth: bool) -> list[AssetsDefinition]:
             run, {"": frame}, tasks=len(frame), runs=int(frame["n_runs"].sum()),
             **{k: MetadataValue.md(v) for k, v in depth_metadata(frame).items()}))
 
-    @asset(partitions_def=AGENTS, deps=["preregistration"], group_name=TRIALS, code_version=version,
+    @asset(partitions_def=agents, deps=["preregistration"], group_name=TRIALS, code_version=version,
            backfill_policy=SINGLE_RUN, automation_condition=STALE)
     def agent_registration(context: AssetExecutionContext, study: StudyResource) -> Output[dict]:
         """Each agent's frozen config (and command program hash) under the protocol, OUT/registrations/<agent>.json,

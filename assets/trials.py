@@ -9,6 +9,7 @@ from assets.common import (
     run_pairs, stamp, versioned_output,
 )
 from hrbench import analysis
+from hrbench.catalogue import table_key
 from hrbench.harness.records import records_table
 from hrbench.study_run import StudyRun
 from resources.study import StudyResource
@@ -20,7 +21,7 @@ def trial_assets(agent_task: MultiPartitionsDefinition, version: str, with_prefi
     def trial_tables(context: AssetExecutionContext, run: StudyRun, execute) -> tuple[dict, dict, pd.DataFrame]:
         """Every (agent, task) partition of this run: its stamped trial table; the registrations; all rows."""
         pairs = run_pairs(context)
-        gated(run, "/".join(context.asset_key.path), sorted({a for a, _ in pairs}))
+        gated(run, table_key(context.asset_key.path), sorted({a for a, _ in pairs}))
         regs = {a: registered(run, a) for a in sorted({a for a, _ in pairs})}
         frames = in_parallel(run, lambda p: stamp(records_table(execute(p)), regs[p[0]]), pairs)
         tables = {pair_key(*p): f for p, f in zip(pairs, frames)}

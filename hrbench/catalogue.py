@@ -3,13 +3,16 @@
 A table's name is its Dagster asset name; a condition's own tables (its branch of the graph) are keyed
 `<condition>/<name>`, both as assets and in the store (`tables/<condition>/<name>/...`, `StudyStores`).
 The assets, checks, step jobs, sensor, lineage, report, plan and CLI read names and keys from here rather
-than spelling them out. Each table's columns are those its producer in `hrbench.analysis` (or the trial
+than spelling them out. In Dagster every name of a study carries its namespace (`StudyNames`): asset keys are
+`<study>/<key>`, jobs, sensors, schedules and the agents' partitions `<study>__<name>`, so several studies share
+one instance; the store, one per study, keeps the bare key. Each table's columns are those its producer in `hrbench.analysis` (or the trial
 runner: `TrialRecord`) writes, stamped with `prereg_sha256` and `agent_sha256`.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -94,3 +97,36 @@ CONDITION_TABLES = tuple(t.name for t in TABLES if t.per_condition)
 def table(key: str) -> Table:
     """The catalogue's entry for an asset key or store name (`natural_trials`, `baseline/natural_trials`)."""
     return BY_NAME[key.split("/")[-1]]
+
+
+class StudyNames(BaseModel):
+    """The Dagster names of one study: its asset keys start with the study's namespace, and its jobs, sensors,
+    schedules and the dynamic partitions of its agents are `<namespace>__<name>`. The instance's storage is shared
+    by every code location of a deployment, so two studies (one code location each, docs/deploy.md) never write
+    the same asset, partition set or run name; two studies of the same name would, and the docs say so."""
+
+    model_config = ConfigDict(frozen=True)
+    namespace: str
+
+    @classmethod
+    def of(cls, study_name: str) -> "StudyNames":
+        """The names of the study called `study_name` (characters Dagster refuses in a name become `_`)."""
+        return cls(namespace=re.sub(r"[^A-Za-z0-9_]", "_", study_name))
+
+    def asset_key(self, key: str) -> list[str]:
+        """The asset key path of a catalogue key (`baseline/natural_trials` -> [study, baseline, natural_trials])."""
+        return [self.namespace, *key.split("/")]
+
+    def name(self, definition: str) -> str:
+        """A job's, sensor's or schedule's name in this study (`study_setup_job` -> `<study>__study_setup_job`)."""
+        return f"{self.namespace}__{definition}"
+
+    @property
+    def agents(self) -> str:
+        """The name of the study's dynamic partitions of agents."""
+        return self.name("agent")
+
+
+def table_key(asset_key_path: Sequence[str]) -> str:
+    """The catalogue key (and store name) of a study's asset: its key path without the study's namespace."""
+    return "/".join(asset_key_path[1:])

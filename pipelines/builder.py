@@ -2,7 +2,9 @@
 
 The assets and checks come from `assets/`; each domain under `pipelines/defs/` contributes its jobs, schedules,
 sensors and executor;
-`pipelines/definitions.py` is the one code location that calls this.
+`pipelines/definitions.py` is the code location that calls this, one per study. Every Dagster name the study
+defines carries its namespace (`StudyNames`: asset keys `<study>/...`, jobs, sensors, schedules and the agents'
+partitions `<study>__...`), so the code locations of several studies share one instance (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from dagster import Definitions
 from assets.checks import build_study_checks
 from assets.partitions import agent_task_partitions
 from assets.study import build_study_assets
+from hrbench.catalogue import StudyNames
 from hrbench.protocol import load_study
 from hrbench.steps import steps_for
 from hrbench.tasks.loader import load_registry
 from pipelines.defs.agents.sensors import build_agent_sensor
 from pipelines.defs.operations.alerts import build_failure_alert_sensor
-from pipelines.defs.operations.retention import build_retention_schedule, instance_retention_job
+from pipelines.defs.operations.retention import build_retention_job, build_retention_schedule
 from pipelines.defs.study.executor import ExecutorSettings, step_executor
 from pipelines.defs.study.jobs import build_jobs
 from pipelines.defs.study.schedules import build_automation_sensor, build_schedules
@@ -33,20 +36,22 @@ def build_definitions(study_path: str | Path, out_dir: str | Path, progress: boo
     the trial steps under `executor` (in-process by default)."""
     loaded = load_study(study_path)
     task_names = [t.name for t in load_registry(loaded.registry, loaded.study.tasks.include)]
-    agent_task = agent_task_partitions(task_names)
+    names = StudyNames.of(loaded.study.name)
+    agent_task = agent_task_partitions(names, task_names)
     conditions = loaded.study.condition_names
     out = Path(out_dir).resolve()
     jobs = build_jobs(loaded.study.name, steps_for(loaded.study),
                       lambda job: step_executor(job, executor, loaded.source, Path(loaded.registry), out))
     storage = storage_from_env()  # local disk unless HRBENCH_STORE=s3 (docs/storage.md)
+    retention = build_retention_job(names)
     return Definitions(
-        assets=build_study_assets(agent_task, conditions, loaded.study.needs_prefix_rollouts,
+        assets=build_study_assets(names, agent_task, conditions, loaded.study.needs_prefix_rollouts,
                                   depth=loaded.study.depth is not None),
-        asset_checks=build_study_checks(agent_task, conditions),
-        jobs=[*jobs, instance_retention_job],
-        schedules=[*build_schedules(jobs[0]), build_retention_schedule()],
-        sensors=[build_agent_sensor(study_path, out, task_names, jobs), build_automation_sensor(),
-                 build_failure_alert_sensor()],
+        asset_checks=build_study_checks(names, agent_task, conditions),
+        jobs=[*jobs, retention],
+        schedules=[*build_schedules(names, jobs[0]), build_retention_schedule(names, retention)],
+        sensors=[build_agent_sensor(names, study_path, out, agent_task, jobs), build_automation_sensor(names),
+                 build_failure_alert_sensor(names)],
         resources={
             "study": StudyResource(study_path=str(Path(study_path).resolve()), out_dir=str(out), progress=progress,
                                    storage=storage),

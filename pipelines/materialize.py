@@ -22,11 +22,11 @@ from pathlib import Path
 from dagster import DagsterEventType, DagsterInstance, build_reconstructable_job, execute_job
 from rich.console import Console
 
+from hrbench.catalogue import StudyNames
 from hrbench.preregistration import check_registration, record_study_source
 from hrbench.stores import StudyStores
 from hrbench.steps import Step, StudyFailed, step_done, steps_for
 from hrbench.study_run import StudyRun
-from assets.partitions import AGENTS
 from pipelines.defs.study.jobs import step_tags
 
 # hrbench prints each step's outcome; the Dagster console log would bury it (the event log keeps everything).
@@ -78,8 +78,9 @@ def run_study(study_path: str | Path, out_dir: str | Path, console: Console | No
     run.stores.publish(record_study_source(out, run.design.loaded.source, run.study))
     instance = instance or instance_for(out)
     agents = [a.id for a in run.study.agents]
-    known = set(instance.get_dynamic_partitions(AGENTS.name))
-    instance.add_dynamic_partitions(AGENTS.name, [a for a in agents if a not in known])
+    names = StudyNames.of(run.study.name)  # the study's own jobs and agents' partitions in the instance
+    known = set(instance.get_dynamic_partitions(names.agents))
+    instance.add_dynamic_partitions(names.agents, [a for a in agents if a not in known])
     task_names = [t.name for t in run.design.tasks]
 
     def step(s: Step, agent: str | None = None) -> None:
@@ -87,7 +88,7 @@ def run_study(study_path: str | Path, out_dir: str | Path, console: Console | No
             return  # its tables are all there, intact, under this protocol: a run would rewrite the same bytes
         tags = {"hrbench/study": run.study.name, **step_tags(s, agent, task_names),
                 **({"hrbench/agent": agent} if agent else {})}
-        launch_step(instance, s.job, tags, run.design.loaded.source, out, progress, f"{s.label} {agent}" if agent else s.label)
+        launch_step(instance, names.name(s.job), tags, run.design.loaded.source, out, progress, f"{s.label} {agent}" if agent else s.label)
 
     console.print(f"[bold]study[/] {run.study.name}  tasks={len(run.design.tasks)} agents={len(agents)}  out={out}")
     steps = steps_for(run.study)

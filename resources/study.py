@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 from dagster import ConfigurableIOManager, ConfigurableResource, InputContext, MultiPartitionKey, OutputContext
 
+from hrbench.catalogue import table_key
 from hrbench.lineage import inputs_digest, read_record, write_record
 from hrbench.preregistration import code_version
 from hrbench.protocol import load_study, sha256_json
@@ -54,8 +55,9 @@ def _partition(key: str | None) -> tuple[str, ...]:
 
 
 def _table(context: InputContext | OutputContext) -> str:
-    # A condition's assets (`context_reset/natural_trials`) are tables under their condition.
-    return "/".join(context.asset_key.path)
+    # A study's asset (`demo/context_reset/natural_trials`) is its table without the study's namespace (one store
+    # per study); a condition's assets are tables under their condition.
+    return table_key(context.asset_key.path)
 
 
 class TableIOManager(ConfigurableIOManager):

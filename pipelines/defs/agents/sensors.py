@@ -20,15 +20,17 @@ import os
 from pathlib import Path
 
 from dagster import (
-    DagsterRunStatus, DefaultSensorStatus, RunsFilter, JobDefinition, RunRequest, SensorDefinition, SensorEvaluationContext, SensorResult, SkipReason,
+    DagsterRunStatus, DefaultSensorStatus, DynamicPartitionsDefinition, RunsFilter, JobDefinition,
+    MultiPartitionsDefinition, RunRequest, SensorDefinition, SensorEvaluationContext, SensorResult, SkipReason,
     sensor,
 )
 
+from hrbench.catalogue import StudyNames
 from hrbench.preregistration import load_registration
 from hrbench.protocol import StudyError
 from hrbench.steps import Step, next_step, report_stale, step_done, steps_for
 from hrbench.tasks.model import TaskError
-from assets.partitions import AGENTS
+from assets.partitions import agents_of
 from pipelines.defs.study.jobs import step_tags
 from resources.storage import storage_from_env
 from resources.study import StudyResource
@@ -39,29 +41,32 @@ IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunSt
 
 
 def _count(context: SensorEvaluationContext, job: str, tags: dict[str, str], statuses: list) -> int:
+    # `job` is the study's own (StudyNames): runs of another study in the instance are not counted
     return context.instance.get_runs_count(RunsFilter(job_name=job, tags=tags, statuses=statuses))
 
 
-def _request(context: SensorEvaluationContext, step: Step, tags: dict[str, str], key: str,
+def _request(context: SensorEvaluationContext, job: str, tags: dict[str, str], key: str,
              partition_tags: dict[str, str]) -> RunRequest | None:
-    """The step's run, under a new key per failure (a run that failed, or never launched, is retried up to
-    MAX_ATTEMPTS times); None once it failed that often, or while a run of it is in flight."""
-    if _count(context, step.job, tags, IN_FLIGHT):
+    """A run of the step job `job`, under a new key per failure (a run that failed, or never launched, is retried up
+    to MAX_ATTEMPTS times); None once it failed that often, or while a run of it is in flight."""
+    if _count(context, job, tags, IN_FLIGHT):
         return None
-    failures = _count(context, step.job, tags, [DagsterRunStatus.FAILURE])
+    failures = _count(context, job, tags, [DagsterRunStatus.FAILURE])
     if failures >= MAX_ATTEMPTS:
-        context.log.warning(f"{key}: {step.job} failed {failures} times; not retried (see those runs, fix the "
+        context.log.warning(f"{key}: {job} failed {failures} times; not retried (see those runs, fix the "
                             "cause, then re-execute one from the UI)")
         return None
-    return RunRequest(job_name=step.job, run_key=f"{key}:{failures}", tags={**partition_tags, **tags})
+    return RunRequest(job_name=job, run_key=f"{key}:{failures}", tags={**partition_tags, **tags})
 
 
-def build_agent_sensor(study_path: str | Path, out_dir: str | Path, task_names: list[str],
-                       jobs: list[JobDefinition]) -> SensorDefinition:
+def build_agent_sensor(names: StudyNames, study_path: str | Path, out_dir: str | Path,
+                       agent_task: MultiPartitionsDefinition, jobs: list[JobDefinition]) -> SensorDefinition:
     study = StudyResource(study_path=str(Path(study_path).resolve()), out_dir=str(Path(out_dir).resolve()),
                           progress=False, storage=storage_from_env())
+    agents: DynamicPartitionsDefinition = agents_of(agent_task)
+    task_names = agent_task.get_partitions_def_for_dimension("task").get_partition_keys()
 
-    @sensor(name="agent_files_sensor", jobs=jobs, minimum_interval_seconds=int(os.environ.get("HRBENCH_SENSOR_INTERVAL", "30")),
+    @sensor(name=names.name("agent_files_sensor"), jobs=jobs, minimum_interval_seconds=int(os.environ.get("HRBENCH_SENSOR_INTERVAL", "30")),
             default_status=DefaultSensorStatus.RUNNING,
             description="Watches the study's agents (added / changed / removed) and requests the runs of a new "
                         "agent's partitions, step by step; the study report once every agent is done.")
@@ -81,33 +86,33 @@ def build_agent_sensor(study_path: str | Path, out_dir: str | Path, task_names: 
                                     "not run; a changed agent is a new agent — give it a new id")
         for agent in sorted(set(before) - set(current)):
             context.log.info(f"agent {agent!r} left the study file; its tables stay as they are")
-        known = set(context.instance.get_dynamic_partitions(AGENTS.name))
+        known = set(context.instance.get_dynamic_partitions(agents.name))
         new = [a for a in current if a not in known and a not in refused]
         setup = steps_for(run.study)[0]
         if not step_done(run, setup, None, None):
             # no agent's work before the audit and the pre-registration: request the setup step (again if it failed)
             tags = {"hrbench/prereg_sha256": run.prereg_sha256[:16]}
-            request = _request(context, setup, tags, f"setup:{run.prereg_sha256[:16]}", {})
+            request = _request(context, names.name(setup.job), tags, f"setup:{run.prereg_sha256[:16]}", {})
             return SensorResult(run_requests=[request] if request else [], cursor=json.dumps(current, sort_keys=True),
-                                dynamic_partitions_requests=[AGENTS.build_add_request(new)] if new else [])
+                                dynamic_partitions_requests=[agents.build_add_request(new)] if new else [])
         requests, busy = [], False
         for agent, sha in current.items():
             step = None if agent in refused else next_step(run, agent, sha)
             if step is None:
                 continue
             tags = {"hrbench/agent": agent, "hrbench/agent_sha256": sha[:16]}
-            if _count(context, step.job, tags, IN_FLIGHT):
+            if _count(context, names.name(step.job), tags, IN_FLIGHT):
                 busy = True  # its run is queued or running: the next step waits for it
                 continue
             endpoint = run.design.registration(agent).config.get("base_url")  # one run per endpoint (dagster.yaml)
             endpoint_tags = {"hrbench/endpoint": str(endpoint)} if endpoint else {}
-            request = _request(context, step, tags, f"{agent}:{step.job}:{sha[:16]}", {**step_tags(step, agent, task_names), **endpoint_tags})
+            request = _request(context, names.name(step.job), tags, f"{agent}:{step.job}:{sha[:16]}", {**step_tags(step, agent, task_names), **endpoint_tags})
             if request:
                 requests.append(request)
         if not requests and not busy and not refused and report_stale(run):
-            requests.append(RunRequest(job_name=steps_for(run.study)[-1].job,
+            requests.append(RunRequest(job_name=names.name(steps_for(run.study)[-1].job),
                                        run_key=f"report:{json.dumps(sorted(current.items()))}"))
         return SensorResult(run_requests=requests, cursor=json.dumps(current, sort_keys=True),
-                            dynamic_partitions_requests=[AGENTS.build_add_request(new)] if new else [])
+                            dynamic_partitions_requests=[agents.build_add_request(new)] if new else [])
 
     return agent_files_sensor

@@ -14,6 +14,8 @@ import urllib.request
 
 from dagster import DefaultSensorStatus, RunFailureSensorContext, SensorDefinition, run_failure_sensor
 
+from hrbench.catalogue import StudyNames
+
 WEBHOOK = "HRBENCH_ALERT_WEBHOOK"
 TIMEOUT_SECONDS = 10
 
@@ -38,8 +40,8 @@ def post_json(url: str, body: dict) -> None:
         response.read()
 
 
-def build_failure_alert_sensor() -> SensorDefinition:
-    @run_failure_sensor(name="run_failure_alert", minimum_interval_seconds=30,
+def build_failure_alert_sensor(names: StudyNames) -> SensorDefinition:
+    @run_failure_sensor(name=names.name("run_failure_alert"), minimum_interval_seconds=30,
                         default_status=DefaultSensorStatus.RUNNING if os.environ.get(WEBHOOK)
                         else DefaultSensorStatus.STOPPED,
                         description=f"Posts every failed run of this code location to ${WEBHOOK}.")

@@ -12,10 +12,12 @@ import os
 from datetime import datetime, timedelta, timezone
 
 from dagster import (
-    DagsterInstance, DagsterRunStatus, DefaultScheduleStatus, OpExecutionContext, RunsFilter,
+    DagsterInstance, DagsterRunStatus, DefaultScheduleStatus, JobDefinition, OpExecutionContext, RunsFilter,
     ScheduleDefinition, job, op,
 )
 from pydantic import BaseModel
+
+from hrbench.catalogue import StudyNames
 
 DAYS = "HRBENCH_RETENTION_DAYS"
 PURGED_STATUSES = [DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED]
@@ -65,14 +67,20 @@ def purge_old_runs(context: OpExecutionContext) -> None:
                      f"compute logs of {purged.compute_logs_deleted} runs deleted")
 
 
-@job(description="Deletes failed and canceled runs, and every run's compute logs, older than HRBENCH_RETENTION_DAYS.")
-def instance_retention_job() -> None:
-    purge_old_runs()
+def build_retention_job(names: StudyNames) -> JobDefinition:
+    """The purge job, named in the study's namespace: each study's code location carries one (the instance is
+    shared, so every location's purge removes the same runs; a second one that night finds nothing left)."""
+    @job(name=names.name("instance_retention_job"),
+         description="Deletes failed and canceled runs, and every run's compute logs, older than HRBENCH_RETENTION_DAYS.")
+    def instance_retention_job() -> None:
+        purge_old_runs()
+
+    return instance_retention_job
 
 
-def build_retention_schedule() -> ScheduleDefinition:
+def build_retention_schedule(names: StudyNames, retention_job: JobDefinition) -> ScheduleDefinition:
     return ScheduleDefinition(
-        name="instance_retention_schedule", job=instance_retention_job, cron_schedule="30 4 * * *",
+        name=names.name("instance_retention_schedule"), job=retention_job, cron_schedule="30 4 * * *",
         default_status=DefaultScheduleStatus.RUNNING if retention_days() is not None else DefaultScheduleStatus.STOPPED,
         description=f"Nightly purge of old failed runs and compute logs (${DAYS}).")
 

@@ -12,6 +12,7 @@ from typing import Callable
 
 from dagster import AssetKey, AssetSelection, ExecutorDefinition, JobDefinition, define_asset_job, in_process_executor
 
+from hrbench.catalogue import StudyNames
 from hrbench.steps import Step
 
 MAX_RUNTIME_TAG = "dagster/max_runtime"  # read by the daemon's run monitoring (deploy/dagster.yaml)
@@ -30,10 +31,13 @@ def max_runtime_seconds() -> int:
 
 def build_jobs(study_name: str, steps: list[Step],
                executor_for: Callable[[str], ExecutorDefinition] = lambda job: in_process_executor) -> list[JobDefinition]:
-    """The step jobs of a study, tagged with its name (runs are found by it in the UI); `executor_for` a job's
-    name gives its executor (pipelines/defs/study/executor.py)."""
+    """The step jobs of a study, named and selecting keys in its namespace (`<study>__study_setup_job`, StudyNames)
+    and tagged with its name (runs are found by it in the UI); `executor_for` a step's job gives its executor
+    (pipelines/defs/study/executor.py)."""
+    names = StudyNames.of(study_name)
     return [
-        define_asset_job(step.job, selection=AssetSelection.assets(*[AssetKey.from_user_string(a) for a in step.assets]),
+        define_asset_job(names.name(step.job),
+                         selection=AssetSelection.assets(*[AssetKey(names.asset_key(a)) for a in step.assets]),
                          executor_def=executor_for(step.job),
                          tags={"hrbench/study": study_name, MAX_RUNTIME_TAG: str(max_runtime_seconds()),
                                # one setup of a study at a time (deploy/dagster.yaml): a refresh never races the first

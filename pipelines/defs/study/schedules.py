@@ -17,23 +17,25 @@ from dagster import (
     ScheduleDefinition,
 )
 
+from hrbench.catalogue import StudyNames
+
 NIGHTLY = "0 3 * * *"
 
 
-def build_schedules(setup_job: JobDefinition) -> list[ScheduleDefinition]:
+def build_schedules(names: StudyNames, setup_job: JobDefinition) -> list[ScheduleDefinition]:
     cron = os.environ.get("HRBENCH_SCHEDULE")
     return [ScheduleDefinition(
-        name="study_refresh_schedule", job=setup_job, cron_schedule=cron or NIGHTLY,
+        name=names.name("study_refresh_schedule"), job=setup_job, cron_schedule=cron or NIGHTLY,
         default_status=DefaultScheduleStatus.RUNNING if cron else DefaultScheduleStatus.STOPPED,
         description="Re-audits the tasks and re-checks the pre-registration; the automation sensor then "
                     "re-materializes whatever that makes stale.",
     )]
 
 
-def build_automation_sensor() -> AutomationConditionSensorDefinition:
+def build_automation_sensor(names: StudyNames) -> AutomationConditionSensorDefinition:
     on = os.environ.get("HRBENCH_AUTOMATION", "") in ("1", "true", "yes")
     return AutomationConditionSensorDefinition(
-        "study_automation_sensor", target=AssetSelection.all(), minimum_interval_seconds=60,
+        names.name("study_automation_sensor"), target=AssetSelection.all(), minimum_interval_seconds=60,
         default_status=DefaultSensorStatus.RUNNING if on else DefaultSensorStatus.STOPPED,
         description="Evaluates the assets' automation conditions (stale inputs or code version).",
     )
