@@ -105,13 +105,15 @@ def run_study(study_path: str | Path, out_dir: str | Path, console: Console | No
 def launch_step(instance: DagsterInstance, job_name: str, tags: dict[str, str], study_path: Path, out: Path,
                 progress: bool = False, label: str | None = None) -> str:
     """Execute one run of a step job of the code location for this study; its run id, or StudyFailed."""
-    job = build_reconstructable_job("pipelines.definitions", "step_job", reconstructable_args=(job_name,))
     env = {"HRBENCH_STUDY": str(study_path), "HRBENCH_OUT": str(out), "HRBENCH_PROGRESS": "1" if progress else "0"}
-    with _environment(**env), execute_job(job, instance, run_config=QUIET, tags=tags, raise_on_error=False) as result:
-        failed_checks = [e for e in result.get_asset_check_evaluations() if not e.passed]
-        if result.success and not failed_checks:
-            return result.run_id
-        raise StudyFailed(_failure(out, label or job_name, result.run_id, failed_checks, result.all_events))
+    with _environment(**env):
+        # built in the study's environment: the job is resolved in this study's definitions (its own names)
+        job = build_reconstructable_job("pipelines.definitions", "step_job", reconstructable_args=(job_name,))
+        with execute_job(job, instance, run_config=QUIET, tags=tags, raise_on_error=False) as result:
+            failed_checks = [e for e in result.get_asset_check_evaluations() if not e.passed]
+            if result.success and not failed_checks:
+                return result.run_id
+            raise StudyFailed(_failure(out, label or job_name, result.run_id, failed_checks, result.all_events))
 
 
 def _one_line(message: str, limit: int = 400) -> str:

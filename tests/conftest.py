@@ -11,8 +11,19 @@ from pathlib import Path
 
 import pytest
 
+from hrbench.catalogue import StudyNames
+from hrbench.protocol import load_study
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TINY_STUDY = FIXTURES / "studies" / "tiny.yaml"
+
+
+def study_names(study_path: str | Path) -> StudyNames:
+    """The Dagster names of the study in this file: its asset keys, jobs, sensors and agents' partitions."""
+    return StudyNames.of(load_study(study_path).study.name)
+
+
+TINY = study_names(TINY_STUDY)
 TINY_TASK = FIXTURES / "registry" / "tiny-chain"
 
 

@@ -14,13 +14,12 @@ from dagster import (
     materialize,
 )
 
-from assets.partitions import AGENTS
 from hrbench.lineage import check_lines, check_record_key, read_record, record_key, verify
 from hrbench.steps import StudyFailed
 from hrbench.storage import store_for
 from pipelines.builder import build_definitions
 from pipelines.materialize import QUIET, launch_step, run_study
-from tests.conftest import TINY_STUDY, store_table, stored_table
+from tests.conftest import TINY, TINY_STUDY, store_table, stored_table
 
 CHECKPOINT = "tables/checkpoint_trials/steady/tiny-chain.parquet"
 PAIR = str(MultiPartitionKey({"agent": "steady", "task": "tiny-chain"}))
@@ -44,7 +43,7 @@ def _fail_checkpoint_quality(out: Path, instance: DagsterInstance) -> None:
     record.sha256 = hashlib.sha256(store.get(CHECKPOINT)).hexdigest()
     store.put(record_key("checkpoint_trials", ("steady", "tiny-chain")), record.model_dump_json().encode())
     defs = build_definitions(TINY_STUDY, out)
-    checked = AssetKey("checkpoint_trials")
+    checked = AssetKey(TINY.asset_key("checkpoint_trials"))
     checks = [c for c in defs.asset_checks if {k.asset_key for k in c.check_keys} == {checked}]
     result = materialize([defs.get_assets_def(checked), *checks], instance=instance, resources=defs.resources,
                          selection=AssetSelection.checks_for_assets(checked), raise_on_error=False, run_config=QUIET,
@@ -55,7 +54,7 @@ def _fail_checkpoint_quality(out: Path, instance: DagsterInstance) -> None:
 
 
 def _materializations(instance: DagsterInstance, *path: str) -> int:
-    return len(instance.fetch_materializations(AssetKey(list(path)), limit=1000).records)
+    return len(instance.fetch_materializations(AssetKey(TINY.asset_key("/".join(path))), limit=1000).records)
 
 
 def test_a_failed_blocking_check_stops_every_launch_path_until_it_passes(study):
@@ -67,7 +66,7 @@ def test_a_failed_blocking_check_stops_every_launch_path_until_it_passes(study):
     defs = build_definitions(TINY_STUDY, out)
 
     # as the UI launches a job: the step job of the next step, on the agent's partition
-    result = defs.resolve_job_def("expected_success_job").execute_in_process(
+    result = defs.resolve_job_def(TINY.name("expected_success_job")).execute_in_process(
         instance=instance, partition_key="steady", raise_on_error=False, run_config=QUIET)
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)
@@ -77,12 +76,12 @@ def test_a_failed_blocking_check_stops_every_launch_path_until_it_passes(study):
     tags = {"dagster/asset_partition_range_start": "steady|tiny-chain",
             "dagster/asset_partition_range_end": "steady|tiny-chain"}
     with pytest.raises(StudyFailed, match="checkpoint_trials/steady/tiny-chain: blocking check data_quality failed"):
-        launch_step(instance, "natural_trials_job", tags, TINY_STUDY, out)
+        launch_step(instance, TINY.name("natural_trials_job"), tags, TINY_STUDY, out)
 
     # the agent sensor's tick asks for the failed step again, not for anything after it
-    sensor = defs.get_sensor_def("agent_files_sensor")
+    sensor = defs.get_sensor_def(TINY.name("agent_files_sensor"))
     requests = sensor(build_sensor_context(instance=instance)).run_requests
-    assert [(r.job_name, r.tags["hrbench/agent"]) for r in requests] == [("checkpoint_trials_job", "steady")]
+    assert [(r.job_name, r.tags["hrbench/agent"]) for r in requests] == [(TINY.name("checkpoint_trials_job"), "steady")]
 
     after = {a: _materializations(instance, *a) for a in before}
     assert after == before  # nothing downstream was materialized by any of them
@@ -99,7 +98,7 @@ def test_a_failed_blocking_check_stops_every_launch_path_until_it_passes(study):
     assert verify(out)[0] == []
     assert "passed on all" in "\n".join(check_lines(store_for(out)))
     runs = [r.job_name for r in reversed(instance.get_runs()) if r.run_id not in earlier]
-    assert runs[0] == "checkpoint_trials_job", runs  # the repair came before anything downstream
+    assert runs[0] == TINY.name("checkpoint_trials_job"), runs  # the repair came before anything downstream
 
 
 def test_a_check_that_never_ran_blocks_like_a_failed_one(study):
@@ -107,7 +106,7 @@ def test_a_check_that_never_ran_blocks_like_a_failed_one(study):
     # as if expected_success had been materialized by a run that left its checks out (possible from the UI)
     store_for(out).delete(check_record_key("baseline/expected_success", ("rotting",), "data_quality"))
     defs = build_definitions(TINY_STUDY, out)
-    result = defs.resolve_job_def("natural_trials_job").execute_in_process(
+    result = defs.resolve_job_def(TINY.name("natural_trials_job")).execute_in_process(
         instance=instance, raise_on_error=False, run_config=QUIET,
         partition_key=str(MultiPartitionKey({"agent": "rotting", "task": "tiny-chain"})))
     failure = next(e for e in result.all_events if e.is_step_failure)
@@ -120,10 +119,10 @@ def test_what_the_automation_sensor_requests_past_a_failed_check_is_refused(stud
     out, instance = study
     defs = build_definitions(TINY_STUDY, out)
     cursor = evaluate_automation_conditions(defs, instance).cursor
-    launch_step(instance, "checkpoint_trials_job", {"dagster/asset_partition_range_start": PAIR,
+    launch_step(instance, TINY.name("checkpoint_trials_job"), {"dagster/asset_partition_range_start": PAIR,
                                                     "dagster/asset_partition_range_end": PAIR}, TINY_STUDY, out)
     _fail_checkpoint_quality(out, instance)
-    stage_estimates = AssetKey(["baseline", "stage_estimates"])
+    stage_estimates = AssetKey(TINY.asset_key("baseline/stage_estimates"))
     # Dagster's automation asks for the estimates of the updated trials (it does not weigh partitioned checks)...
     requested = evaluate_automation_conditions(defs, instance, cursor=cursor).get_requested_partitions(stage_estimates)
     assert requested == {"steady"}
@@ -172,7 +171,7 @@ def test_a_backfill_past_a_failed_check_is_refused_until_it_passes(tmp_path: Pat
     with DagsterInstance.local_temp(tempdir=str(tmp_path / "home"), overrides=direct) as instance:
         run_study(TINY_STUDY, out, instance=instance, progress=False)
         _fail_checkpoint_quality(out, instance)
-        stage_estimates = AssetKey(["baseline", "stage_estimates"])
+        stage_estimates = AssetKey(TINY.asset_key("baseline/stage_estimates"))
         before = len(instance.fetch_materializations(stage_estimates, limit=1000).records)
         target = ModuleTarget(module_name="pipelines.definitions", attribute="defs",
                               working_directory=str(Path(__file__).resolve().parent.parent), location_name="hrbench")
@@ -184,7 +183,7 @@ def test_a_backfill_past_a_failed_check_is_refused_until_it_passes(tmp_path: Pat
             assert any("checkpoint_trials/steady/tiny-chain: blocking check data_quality failed" in m for m in failures)
             assert len(instance.fetch_materializations(stage_estimates, limit=1000).records) == before
 
-            launch_step(instance, "checkpoint_trials_job", {"dagster/asset_partition_range_start": PAIR,
+            launch_step(instance, TINY.name("checkpoint_trials_job"), {"dagster/asset_partition_range_start": PAIR,
                                                             "dagster/asset_partition_range_end": PAIR}, TINY_STUDY, out)
             (passed,) = _backfill(context, instance, "after-it-passed", stage_estimates, "steady")
             assert passed.status.value == "SUCCESS"
@@ -194,12 +193,12 @@ def test_a_backfill_past_a_failed_check_is_refused_until_it_passes(tmp_path: Pat
 def test_the_sensor_starts_no_agent_before_setup(tmp_path: Path):
     defs = build_definitions(TINY_STUDY, tmp_path)
     instance = DagsterInstance.ephemeral()
-    sensor = defs.get_sensor_def("agent_files_sensor")
+    sensor = defs.get_sensor_def(TINY.name("agent_files_sensor"))
     result = sensor(build_sensor_context(instance=instance))
-    assert [r.job_name for r in result.run_requests] == ["study_setup_job"]
+    assert [r.job_name for r in result.run_requests] == [TINY.name("study_setup_job")]
     # and an agent's registration launched anyway (from the UI) refuses before setup
-    instance.add_dynamic_partitions(AGENTS.name, ["steady"])
-    run = defs.resolve_job_def("agent_registration_job").execute_in_process(
+    instance.add_dynamic_partitions(TINY.agents, ["steady"])
+    run = defs.resolve_job_def(TINY.name("agent_registration_job")).execute_in_process(
         instance=instance, partition_key="steady", raise_on_error=False, run_config=QUIET)
     assert not run.success and not (tmp_path / "registrations").exists()
     failure = next(e for e in run.all_events if e.is_step_failure)

@@ -14,8 +14,7 @@ from dagster import AssetKey, AssetSelection, DagsterInstance, MultiPartitionKey
 from hrbench.harness.trajectory import read_trajectory
 from pipelines.builder import build_definitions
 from pipelines.materialize import QUIET, run_study
-from assets.partitions import AGENTS
-from tests.conftest import FIXTURES, TINY_STUDY, stored_table
+from tests.conftest import FIXTURES, TINY, TINY_STUDY, stored_table
 
 
 def _tiny_study(tmp_path_factory, name: str, checkpoint: dict) -> Path:
@@ -59,24 +58,24 @@ def conditioned_study(tmp_path_factory) -> Path:
 def test_natural_trials_before_their_expected_success_are_still_blocked(which: str, request, tmp_path: Path):
     defs = build_definitions(request.getfixturevalue(which), tmp_path)
     instance = DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(AGENTS.name, ["steady"])
+    instance.add_dynamic_partitions(TINY.agents, ["steady"])
     partition = str(MultiPartitionKey({"agent": "steady", "task": "tiny-chain"}))
     assets = list(defs.assets) + list(defs.asset_checks)
     # The prefix rollouts and matched checkpoints exist (after the agent's registration, which every trial
     # needs): outcomes of this agent have been recorded ...
-    for selection, key in ((AssetSelection.groups("protocol"), None), (AssetSelection.assets("agent_registration"), "steady"),
-                           (AssetSelection.assets("prefix_rollouts", "checkpoint_trials"), partition)):
+    for selection, key in ((AssetSelection.groups("protocol"), None), (AssetSelection.assets(TINY.asset_key("agent_registration")), "steady"),
+                           (AssetSelection.assets(TINY.asset_key("prefix_rollouts"), TINY.asset_key("checkpoint_trials")), partition)):
         result = materialize(assets, selection=selection, partition_key=key, instance=instance,
                              resources=defs.resources, raise_on_error=False, run_config=QUIET)
         assert result.success, selection
     # ... but no prediction is fixed yet: the observed rollouts must be refused.
-    result = materialize(assets, selection=AssetSelection.assets(AssetKey(["baseline", "natural_trials"])),
+    result = materialize(assets, selection=AssetSelection.assets(AssetKey(TINY.asset_key("baseline/natural_trials"))),
                          partition_key=partition, instance=instance, resources=defs.resources, raise_on_error=False,
                          run_config=QUIET)
     # the gate refuses them before any work (hrbench/gate.py): the prediction's table does not exist yet
     failure = next(e for e in result.all_events if e.is_step_failure)
     message = failure.step_failure_data.error.message
     assert "baseline/natural_trials not computed" in message and "baseline/expected_success/steady: no table" in message
-    assert not any(e.asset_key == AssetKey(["baseline", "natural_trials"])
+    assert not any(e.asset_key == AssetKey(TINY.asset_key("baseline/natural_trials"))
                    for e in result.get_asset_materialization_events() for e in [e.materialization])
     assert not list((tmp_path / "journal").glob("*/natural"))  # no compared rollout ran ahead of the prediction

@@ -16,8 +16,7 @@ from dagster import AssetKey, AssetSelection, DagsterInstance, MultiPartitionKey
 
 from pipelines.builder import build_definitions
 from pipelines.materialize import QUIET, run_study
-from assets.partitions import AGENTS
-from tests.conftest import FIXTURES, TINY_STUDY, stored_keys, stored_table
+from tests.conftest import FIXTURES, TINY, TINY_STUDY, stored_keys, stored_table
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -81,15 +80,15 @@ def test_trial_tables_hold_exactly_the_preregistered_trials(finished_study: Path
 def test_natural_trials_without_expected_success_are_refused(tmp_path: Path):
     defs = build_definitions(TINY_STUDY, tmp_path)
     instance = DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(AGENTS.name, ["steady"])
+    instance.add_dynamic_partitions(TINY.agents, ["steady"])
     everything = list(defs.assets) + list(defs.asset_checks)
     setup = materialize(everything, selection=AssetSelection.groups("protocol"), instance=instance,
                         resources=defs.resources, run_config=QUIET)
-    registration = materialize(everything, selection=AssetSelection.assets("agent_registration"), partition_key="steady",
+    registration = materialize(everything, selection=AssetSelection.assets(TINY.asset_key("agent_registration")), partition_key="steady",
                                instance=instance, resources=defs.resources, run_config=QUIET)
     assert setup.success and registration.success
     result = materialize(
-        everything, selection=AssetSelection.assets(["baseline", "natural_trials"]),
+        everything, selection=AssetSelection.assets(TINY.asset_key("baseline/natural_trials")),
         partition_key=str(MultiPartitionKey({"agent": "steady", "task": "tiny-chain"})),
         instance=instance, resources=defs.resources, raise_on_error=False, run_config=QUIET,
     )
@@ -105,13 +104,13 @@ def test_definitions_load_and_sensor_adds_declared_agents(tmp_path: Path):
 
     defs = build_definitions(TINY_STUDY, tmp_path)
     instance = DagsterInstance.ephemeral()
-    sensor = defs.get_sensor_def("agent_files_sensor")
+    sensor = defs.get_sensor_def(TINY.name("agent_files_sensor"))
     result = sensor(build_sensor_context(instance=instance))
     added = [k for r in result.dynamic_partitions_requests for k in r.partition_keys]
     assert added == ["steady", "rotting"]
     # nothing is materialized yet: the study's setup comes first, no agent's step before it
-    assert [r.job_name for r in result.run_requests] == ["study_setup_job"]
-    assert defs.get_assets_def(AssetKey(["baseline", "natural_trials"])).partitions_def is not None
+    assert [r.job_name for r in result.run_requests] == [TINY.name("study_setup_job")]
+    assert defs.get_assets_def(AssetKey(TINY.asset_key("baseline/natural_trials"))).partitions_def is not None
 
 
 def _journal_rows(out: Path) -> int:
