@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hrbench.catalogue import StudyNames
 from hrbench.storage import store_for
 from tests.conftest import FIXTURES
 
@@ -15,6 +16,9 @@ AGENTS = {
     "rotting": {"id": "rotting", "kind": "sim", "sim": {"skill": 0.9, "context_rot": 0.3}},
     "third": {"id": "third", "kind": "sim", "sim": {"skill": 0.8}},
 }
+
+
+DEPLOY = StudyNames.of("deploy")  # the Dagster names of write_study's study
 
 
 def write_study(root: Path, agents: list[str], name: str = "deploy") -> Path:

@@ -10,14 +10,13 @@ import yaml
 from dagster import DagsterInstance, build_sensor_context
 
 from pipelines.builder import build_definitions
-from assets.partitions import AGENTS
 from pipelines.materialize import launch_step, run_study
-from tests.deploy.conftest import snapshot, write_study
+from tests.deploy.conftest import DEPLOY, snapshot, write_study
 from tests.conftest import stored_table
 
 
 def _sensor(defs):
-    return next(s for s in defs.sensors if s.name == "agent_files_sensor")
+    return defs.get_sensor_def(DEPLOY.name("agent_files_sensor"))
 
 
 # slow: three agents' studies through the sensor (~100 s); scripts/test.sh runs it
@@ -44,12 +43,12 @@ def test_a_new_agent_file_backfills_only_that_agent(tmp_path: Path):
         cursor = result.cursor
         for request in result.dynamic_partitions_requests:
             assert list(request.partition_keys) == ["third"]  # the old agents have their partitions
-            instance.add_dynamic_partitions(AGENTS.name, list(request.partition_keys))
+            instance.add_dynamic_partitions(DEPLOY.agents, list(request.partition_keys))
         if not result.run_requests:
             break
         for request in result.run_requests:
             partition_tags = {k: v for k, v in request.tags.items() if "partition" in k}
-            if request.job_name != "study_report_job":
+            if request.job_name != DEPLOY.name("study_report_job"):
                 assert request.tags["hrbench/agent"] == "third"
                 assert partition_tags and all(v.split("|")[0] == "third" for v in partition_tags.values()), request
             else:
@@ -57,8 +56,8 @@ def test_a_new_agent_file_backfills_only_that_agent(tmp_path: Path):
             requested.append(request.job_name)
             launch_step(instance, request.job_name, {**request.tags, "dagster/run_key": request.run_key or ""},
                         study, out)
-    assert requested == ["agent_registration_job", "checkpoint_trials_job", "expected_success_job",
-                         "natural_trials_job", "horizon_residuals_job", "study_report_job"]
+    assert requested == [DEPLOY.name(j) for j in ("agent_registration_job", "checkpoint_trials_job", "expected_success_job",
+                                                  "natural_trials_job", "horizon_residuals_job", "study_report_job")]
     assert json.loads(cursor) .keys() == {"steady", "rotting", "third"}
 
     for kind in ("checkpoint_trials", "baseline/natural_trials"):

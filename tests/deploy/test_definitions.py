@@ -15,7 +15,8 @@ from hrbench.preregistration import code_version
 from pipelines.builder import build_definitions
 from hrbench.protocol import load_study
 from hrbench.steps import steps_for
-from tests.conftest import TINY_STUDY
+from hrbench.catalogue import table_key
+from tests.conftest import TINY, TINY_STUDY
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,10 +37,11 @@ def test_assets_have_groups_code_versions_automation_and_batched_backfills(tmp_p
     assert groups["natural_trials"] == "trials" and groups["sensitivity_sweep"] == "estimates"
     steps = steps_for(load_study(TINY_STUDY).study)
     assert {j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")} == \
-        {s.job for s in steps} | {"instance_retention_job"}  # the step jobs, and the instance's housekeeping
+        {TINY.name(s.job) for s in steps} | {TINY.name("instance_retention_job")}  # the step jobs, and the housekeeping
     # every asset is in exactly one step job (the per-condition branch and the new assets included)
     in_steps = [a for s in steps for a in s.assets]
-    assert sorted(in_steps) == sorted(k.to_user_string() for k in graph.get_all_asset_keys())
+    assert sorted(in_steps) == sorted(table_key(k.path) for k in graph.get_all_asset_keys())
+    assert {k.path[0] for k in graph.get_all_asset_keys()} == {"tiny"}  # every key in the study's namespace
 
 
 def test_the_report_has_every_table_it_reads_upstream(tmp_path: Path):
@@ -51,7 +53,7 @@ def test_the_report_has_every_table_it_reads_upstream(tmp_path: Path):
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(study))
     graph = build_definitions(path, tmp_path / "out").resolve_asset_graph()
-    parents = {k.to_user_string() for k in graph.get(AssetKey("study_report")).parent_keys}
+    parents = {table_key(k.path) for k in graph.get(AssetKey(TINY.asset_key("study_report"))).parent_keys}
     per_condition = ("natural_trials", "stage_estimates", "observed_success", "horizon_residuals")
     assert parents == {*(f"{c}/{n}" for c in ("baseline", "context_reset") for n in per_condition), "task_depth",
                        "intervention_contrasts", "sensitivity_sweep", "resource_accounting"}
@@ -64,14 +66,14 @@ def test_schedule_and_automation_are_off_unless_the_deployment_opts_in(tmp_path:
     schedule = next(iter(defs.schedules))
     sensors = {s.name: s for s in defs.sensors}
     assert schedule.default_status == DefaultScheduleStatus.STOPPED
-    assert sensors["study_automation_sensor"].default_status == DefaultSensorStatus.STOPPED
-    assert sensors["agent_files_sensor"].default_status == DefaultSensorStatus.RUNNING
+    assert sensors[TINY.name("study_automation_sensor")].default_status == DefaultSensorStatus.STOPPED
+    assert sensors[TINY.name("agent_files_sensor")].default_status == DefaultSensorStatus.RUNNING
     monkeypatch.setenv("HRBENCH_SCHEDULE", "15 2 * * *")
     monkeypatch.setenv("HRBENCH_AUTOMATION", "1")
     defs = build_definitions(TINY_STUDY, tmp_path)
     schedule = next(iter(defs.schedules))
     assert schedule.default_status == DefaultScheduleStatus.RUNNING and schedule.cron_schedule == "15 2 * * *"
-    assert {s.name: s for s in defs.sensors}["study_automation_sensor"].default_status == DefaultSensorStatus.RUNNING
+    assert {s.name: s for s in defs.sensors}[TINY.name("study_automation_sensor")].default_status == DefaultSensorStatus.RUNNING
 
 
 def test_definitions_validate_without_warnings_from_our_code(tmp_path: Path):

@@ -11,9 +11,8 @@ import pytest
 from dagster import DagsterEventType, DagsterInstance, build_run_status_sensor_context
 
 from pipelines.builder import build_definitions
-from assets.partitions import AGENTS
 from pipelines.materialize import QUIET
-from tests.conftest import TINY_STUDY
+from tests.conftest import TINY, TINY_STUDY
 
 
 @pytest.fixture
@@ -44,23 +43,23 @@ def test_a_failed_run_is_posted_to_the_webhook(tmp_path: Path, receiver, monkeyp
     monkeypatch.setenv("HRBENCH_WEBSERVER_URL", "http://dagster.internal:3000/")
     defs = build_definitions(TINY_STUDY, tmp_path)
     instance = DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(AGENTS.name, ["ghost"])  # an agent the study does not declare: the run fails
-    result = defs.resolve_job_def("agent_registration_job").execute_in_process(
+    instance.add_dynamic_partitions(TINY.agents, ["ghost"])  # an agent the study does not declare: the run fails
+    result = defs.resolve_job_def(TINY.name("agent_registration_job")).execute_in_process(
         partition_key="ghost", instance=instance, raise_on_error=False, run_config=QUIET,
         tags={"hrbench/study": "tiny", "hrbench/agent": "ghost"})
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type == DagsterEventType.RUN_FAILURE)
 
-    sensor = defs.get_sensor_def("run_failure_alert")
+    sensor = defs.get_sensor_def(TINY.name("run_failure_alert"))
     context = build_run_status_sensor_context(sensor_name=sensor.name, dagster_instance=instance,
                                               dagster_run=result.dagster_run, dagster_event=failure)
     sensor(context.for_run_failure())
 
     assert len(bodies) == 1
     body = bodies[0]
-    assert body["run_id"] == result.run_id and body["job"] == "agent_registration_job"
+    assert body["run_id"] == result.run_id and body["job"] == TINY.name("agent_registration_job")
     assert body["tags"]["hrbench/agent"] == "ghost"
-    assert "agent_registration_job failed (study tiny, agent ghost" in body["text"]
+    assert "tiny__agent_registration_job failed (study tiny, agent ghost" in body["text"]
     assert body["url"] == f"http://dagster.internal:3000/runs/{result.run_id}"
 
 

@@ -13,10 +13,11 @@ from typer.testing import CliRunner
 
 from hrbench.cli import app
 from pipelines.materialize import run_study
+from hrbench.catalogue import table_key
 from hrbench.lineage import stored_sha256
 from hrbench.storage import store_for
 from tests.conftest import copy_output, store_table, stored_keys, stored_table
-from tests.deploy.conftest import write_study
+from tests.deploy.conftest import DEPLOY, write_study
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +109,7 @@ def test_lineage_shows_the_chain_expected_before_observed(finished):
 
 def test_materializations_carry_hashes_run_ids_relative_paths_and_input_versions(finished):
     out, instance = finished
-    record = instance.fetch_materializations(AssetKey(["baseline", "horizon_residuals"]), limit=1).records[0]
+    record = instance.fetch_materializations(AssetKey(DEPLOY.asset_key("baseline/horizon_residuals")), limit=1).records[0]
     meta = {k: getattr(v, "value", v) for k, v in record.asset_materialization.metadata.items()}
     assert meta["prereg_sha256"] == json.loads((out / "preregistration.json").read_text())["prereg_sha256"]
     agent = record.asset_materialization.partition
@@ -152,7 +153,7 @@ def test_blocking_check_refuses_a_table_whose_hashes_match_no_registration(copy:
     study = Path(json.loads((copy / "study_source.json").read_text())["study_file"])
     specs = [spec for c in build_definitions(study, copy).asset_checks for spec in c.check_specs
              if spec.name == REGISTERED]
-    assert {s.asset_key.to_user_string() for s in specs} == {
+    assert {table_key(s.asset_key.path) for s in specs} == {
         "checkpoint_trials", *(f"baseline/{n}" for n in ("natural_trials", "stage_estimates", "expected_success",
                                                          "observed_success", "horizon_residuals"))}
     assert all(s.blocking for s in specs)

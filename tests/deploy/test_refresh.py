@@ -15,7 +15,10 @@ from hrbench.steps import steps_for
 from pipelines.defs.study.jobs import step_tags
 from pipelines.materialize import launch_step, run_study
 from hrbench.protocol import load_study
+from hrbench.catalogue import StudyNames
 from tests.deploy.conftest import snapshot, write_study
+
+REFRESH = StudyNames.of("refresh")  # the Dagster names of the study below
 
 pytestmark = pytest.mark.slow  # ~40-70 s per store at a load of 20-40 on 2 cores: a study, then its refresh
 
@@ -33,7 +36,7 @@ def store(request, monkeypatch) -> str:
 
 
 def _audit_reused(instance: DagsterInstance) -> bool:
-    event = instance.get_latest_materialization_event(AssetKey("verifier_audit"))
+    event = instance.get_latest_materialization_event(AssetKey(REFRESH.asset_key("verifier_audit")))
     return event.asset_materialization.metadata["reused"].value
 
 
@@ -47,9 +50,9 @@ def test_a_finished_study_refreshes_through_every_job(tmp_path: Path, store: str
     assert any(k.startswith("journal/") for k in before) and any("checkpoint_trials" in k for k in before)
 
     # the refresh schedule's own tick, launched as the daemon would (its job, its tags)
-    schedule = build_definitions(study, out).get_schedule_def("study_refresh_schedule")
+    schedule = build_definitions(study, out).get_schedule_def(REFRESH.name("study_refresh_schedule"))
     requests = schedule.evaluate_tick(build_schedule_context(instance=instance)).run_requests
-    assert [r.job_name or schedule.job_name for r in requests] == ["study_setup_job"]
+    assert [r.job_name or schedule.job_name for r in requests] == [REFRESH.name("study_setup_job")]
     launch_step(instance, schedule.job_name, dict(requests[0].tags), study, out)
     assert _audit_reused(instance)  # the stored audit (with its list-valued `notes`) read back
 
@@ -57,7 +60,7 @@ def test_a_finished_study_refreshes_through_every_job(tmp_path: Path, store: str
     tasks = _task_names(study)
     for step in steps_for(load_study(study).study):
         agent = None if step.partitioned == "none" else "steady"
-        launch_step(instance, step.job, step_tags(step, agent, tasks), study, out)
+        launch_step(instance, REFRESH.name(step.job), step_tags(step, agent, tasks), study, out)
 
     after = snapshot(out, ["steady"])
     journals = {k: v for k, v in before.items() if k.startswith("journal/")}

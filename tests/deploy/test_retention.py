@@ -8,8 +8,12 @@ from pathlib import Path
 
 from dagster import DagsterInstance, DefaultScheduleStatus
 
-from pipelines.defs.operations.retention import build_retention_schedule, instance_retention_job, purge
+from hrbench.catalogue import StudyNames
+from pipelines.defs.operations.retention import build_retention_job, build_retention_schedule, purge
 from tests.deploy.printing_job import failing_job, printing_job
+
+
+NAMES = StudyNames.of("tiny")
 
 
 def _log_dirs(instance: DagsterInstance, run_id: str) -> list[Path]:
@@ -34,9 +38,9 @@ def test_the_retention_job_runs_on_the_instance(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("HRBENCH_RETENTION_DAYS", "0")
     with DagsterInstance.local_temp(tempdir=str(tmp_path)) as instance:
         old = failing_job.execute_in_process(instance=instance, raise_on_error=False)
-        result = instance_retention_job.execute_in_process(instance=instance)
+        result = build_retention_job(NAMES).execute_in_process(instance=instance)
         assert result.success
         assert instance.get_run_by_id(old.run_id) is None and instance.get_run_by_id(result.run_id) is not None
-    assert build_retention_schedule().default_status == DefaultScheduleStatus.RUNNING
+    assert build_retention_schedule(NAMES, build_retention_job(NAMES)).default_status == DefaultScheduleStatus.RUNNING
     monkeypatch.delenv("HRBENCH_RETENTION_DAYS")
-    assert build_retention_schedule().default_status == DefaultScheduleStatus.STOPPED
+    assert build_retention_schedule(NAMES, build_retention_job(NAMES)).default_status == DefaultScheduleStatus.STOPPED

@@ -12,7 +12,7 @@ from dagster import DefaultScheduleStatus
 
 from pipelines import definitions
 from pipelines.settings import DeploymentConfigError, read_settings
-from tests.conftest import TINY_STUDY
+from tests.conftest import TINY, TINY_STUDY
 
 KEYS = ["HRBENCH_SCHEDULE", "HRBENCH_STUDY", "HRBENCH_OUT", "HRBENCH_PROGRESS", "HRBENCH_SENSOR_INTERVAL"]
 
@@ -31,7 +31,7 @@ def home(tmp_path: Path, monkeypatch) -> Path:
 
 
 def _schedule(defs):
-    return defs.get_schedule_def("study_refresh_schedule")
+    return defs.get_schedule_def(TINY.name("study_refresh_schedule"))
 
 
 def test_the_file_sets_what_every_process_loads(home: Path):
@@ -50,8 +50,8 @@ def test_an_environment_that_contradicts_the_file_is_refused(home: Path, monkeyp
 
 def test_hrbench_run_keeps_its_own_study_and_output(home: Path, tmp_path: Path, monkeypatch):
     monkeypatch.setenv("HRBENCH_OUT", str(tmp_path / "elsewhere"))
-    job = definitions.step_job("study_setup_job")
-    assert job.name == "study_setup_job"
+    job = definitions.step_job(TINY.name("study_setup_job"))
+    assert job.name == "tiny__study_setup_job"
     assert definitions.study_and_out()[1] == str(tmp_path / "elsewhere")
     with pytest.raises(DeploymentConfigError, match="HRBENCH_OUT"):
         definitions.current()  # the webserver and daemon may not

@@ -78,14 +78,18 @@ def test_each_task_is_measured_in_appendix_b_order_with_the_named_models(tmp_pat
 def test_a_depth_study_has_a_task_depth_asset_the_report_depends_on(tmp_path: Path):
     from dagster import AssetKey
 
+    from hrbench.catalogue import StudyNames
     from pipelines.builder import build_definitions
 
+    names = StudyNames.of("depth-test")  # its keys are `depth_test/...`
+    task_depth, preregistration, report = (AssetKey(names.asset_key(k))
+                                           for k in ("task_depth", "preregistration", "study_report"))
     graph = build_definitions(_study(tmp_path, {}), tmp_path / "out").resolve_asset_graph()
-    node = graph.get(AssetKey("task_depth"))
-    assert node.group_name == "protocol" and AssetKey("preregistration") in node.parent_keys
-    assert AssetKey("task_depth") in graph.get(AssetKey("study_report")).parent_keys
+    node = graph.get(task_depth)
+    assert node.group_name == "protocol" and preregistration in node.parent_keys
+    assert task_depth in graph.get(report).parent_keys
     without = build_definitions(_study(tmp_path, None), tmp_path / "out2").resolve_asset_graph()
-    assert AssetKey("task_depth") not in without.get_all_asset_keys()
+    assert task_depth not in without.get_all_asset_keys() and report in without.get_all_asset_keys()
 
 
 def test_depth_metadata_has_the_table_and_the_plane():
