@@ -47,14 +47,20 @@ STALE = AutomationCondition.eager() | (AutomationCondition.code_version_changed(
 
 def in_namespace(definitions: list[AnyAssets], names: StudyNames) -> list[AnyAssets]:
     """The assets (or checks) with every asset key they name, their own, their inputs' and their checks' targets,
-    under the study's namespace: the one place a study's keys get it. The factories spell catalogue keys; this is
-    how Dagster's own `load_assets_from_modules(key_prefix=...)` prefixes a graph."""
+    under the study's namespace, and their ops named in it: the one place a study's keys get it. The factories
+    spell catalogue keys; the keys are replaced as Dagster's own `load_assets_from_modules(key_prefix=...)` does,
+    the op renamed as `configured` does (one repository holding two studies would refuse two ops of one name)."""
     keys = {k for d in definitions for k in (*d.keys, *d.dependency_keys, *(c.asset_key for c in d.check_keys))}
     replacements = {k: AssetKey(names.asset_key(k.to_user_string())) for k in keys}
-    renamed = [d.with_attributes(asset_key_replacements=replacements) for d in definitions]
-    # a checks definition comes back as a plain AssetsDefinition: made a checks definition again, as Dagster's loader does
-    return [r.coerce_to_checks_def() if isinstance(d, AssetChecksDefinition) else r  # type: ignore[misc]
-            for d, r in zip(definitions, renamed)]
+    namespaced = []
+    for definition in definitions:
+        attributes = definition.with_attributes(asset_key_replacements=replacements).get_attributes_dict()
+        op = attributes["node_def"]
+        attributes["node_def"] = op.with_replaced_properties(name=names.name(op.name))
+        renamed = AssetsDefinition.dagster_internal_init(**attributes)
+        # a checks definition is rebuilt as a plain AssetsDefinition: made one again, as Dagster's loader does
+        namespaced.append(renamed.coerce_to_checks_def() if isinstance(definition, AssetChecksDefinition) else renamed)
+    return namespaced  # type: ignore[return-value]
 
 
 def sibling(key: AssetKey, name: str) -> AssetKey:

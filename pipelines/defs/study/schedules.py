@@ -35,7 +35,8 @@ def build_schedules(names: StudyNames, setup_job: JobDefinition) -> list[Schedul
 def build_automation_sensor(names: StudyNames) -> AutomationConditionSensorDefinition:
     on = os.environ.get("HRBENCH_AUTOMATION", "") in ("1", "true", "yes")
     return AutomationConditionSensorDefinition(
-        names.name("study_automation_sensor"), target=AssetSelection.all(), minimum_interval_seconds=60,
+        # the study's own assets (its namespace), not every asset the repository holds
+        names.name("study_automation_sensor"), target=AssetSelection.key_prefixes([names.namespace]), minimum_interval_seconds=60,
         default_status=DefaultSensorStatus.RUNNING if on else DefaultSensorStatus.STOPPED,
         description="Evaluates the assets' automation conditions (stale inputs or code version).",
     )
