@@ -23,11 +23,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hrbench.catalogue import StudyNames, table_key
 from tests.deploy.conftest import write_study
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
 LOCATION = "hrbench"  # workspace.yaml
+TEAM = StudyNames.of("teamstudy")  # the Dagster names of the study below: `teamstudy/...`, `teamstudy__...`
 
 pytestmark = pytest.mark.slow
 
@@ -171,14 +173,17 @@ ASSETS = """{ assetNodes { assetKey { path } isPartitioned
 
 
 def _assets(d: Deployment) -> dict[str, dict]:
-    return {"/".join(n["assetKey"]["path"]): n for n in d.graphql(ASSETS)["assetNodes"]}
+    nodes = d.graphql(ASSETS)["assetNodes"]
+    assert all(n["assetKey"]["path"][0] == TEAM.namespace for n in nodes)  # every key in the study's namespace
+    return {table_key(n["assetKey"]["path"]): n for n in nodes}
 
 
 def _launch(d: Deployment, job: str, **tags: str) -> str:
+    """Launch the study's step job `job` (its catalogue name: `study_setup_job`) as the UI does."""
     tags = {"hrbench/study": "teamstudy", **tags}
     data = d.graphql("""mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
         ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""", {"p": {
-        "selector": {"repositoryLocationName": LOCATION, "repositoryName": "__repository__", "jobName": job},
+        "selector": {"repositoryLocationName": LOCATION, "repositoryName": "__repository__", "jobName": TEAM.name(job)},
         "runConfigData": {}, "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]}}})
     launched = data["launchRun"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
@@ -260,7 +265,7 @@ def _two_runs_of_one_agent_take_turns(d: Deployment) -> None:
 
 def _the_schedule_refreshes_the_finished_study(d: Deployment, finished: float, deadline: float) -> None:
     """The refresh schedule (every minute here, from hrbench.yaml) re-runs the setup of the finished study."""
-    query = """{ runsOrError(filter: {tags: [{key: "dagster/schedule_name", value: "study_refresh_schedule"}]}) {
+    query = """{ runsOrError(filter: {tags: [{key: "dagster/schedule_name", value: "teamstudy__study_refresh_schedule"}]}) {
         ... on Runs { results { runId status startTime } } } }"""
     while True:
         runs = [r for r in d.graphql(query)["runsOrError"]["results"] if (r["startTime"] or 0) > finished]
