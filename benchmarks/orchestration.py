@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 from dagster import DagsterInstance  # noqa: E402
 
 import pipelines.definitions  # noqa: E402,F401  (imports are process start-up, not orchestration: paid before timing)
+from hrbench.catalogue import StudyNames  # noqa: E402
 from hrbench.harness.records import TrialRecord  # noqa: E402
 from hrbench.study_run import StudyRun  # noqa: E402
 from hrbench.steps import steps_for  # noqa: E402
@@ -98,14 +99,15 @@ def synthetic(n_tasks: int) -> dict:
         run.write_preregistration()
         trials = journal_everything(run)
         instance = DagsterInstance.ephemeral()
-        instance.add_dynamic_partitions("agent", [AGENT])
+        dagster_names = StudyNames.of(run.study.name)
+        instance.add_dynamic_partitions(dagster_names.agents, [AGENT])
         names = [t.name for t in run.design.tasks]
         per_step = {}
         start = time.perf_counter()
         for step in steps_for(run.study)[1:]:
             t0 = time.perf_counter()
             agent = AGENT if step.partitioned != "none" else None
-            launch_step(instance, step.job, {"hrbench/study": "orchestration", **step_tags(step, agent, names)},
+            launch_step(instance, dagster_names.name(step.job), {"hrbench/study": "orchestration", **step_tags(step, agent, names)},
                         study, out)
             per_step[step.job] = time.perf_counter() - t0
         wall = time.perf_counter() - start

@@ -15,7 +15,10 @@ from dagster import DagsterEventType, DagsterInstance
 from pipelines.defs.study.executor import STEP_LABEL, TRIAL_JOBS, ExecutorSettings
 from pipelines.materialize import instance_for, run_study
 from tests.docker.conftest import REPO
+from hrbench.catalogue import StudyNames
 from tests.conftest import FIXTURES, stored_keys, stored_table
+
+EXECUTOR = StudyNames.of("executor")  # the Dagster names of the study below
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +76,7 @@ def in_containers(study: Path, docker_host: str, executor_image: str, tmp_path_f
 
 def _worker_containers(instance: DagsterInstance, job: str) -> dict[str, str]:
     """Each step of the job's run and the container its worker was launched in (the executor's event)."""
-    runs = [r for r in instance.get_runs() if r.job_name == job]
+    runs = [r for r in instance.get_runs() if r.job_name == EXECUTOR.name(job)]
     assert len(runs) == 1, f"{job}: {len(runs)} runs"
     run = runs[0]
     events = instance.get_records_for_run(run.run_id, of_type=DagsterEventType.STEP_WORKER_STARTING).records
@@ -85,7 +88,7 @@ def test_trial_steps_ran_one_container_each(in_containers):
     out, instance, records = in_containers
     for job in TRIAL_JOBS:
         steps = _worker_containers(instance, job)
-        run = next(r for r in instance.get_runs() if r.job_name == job)
+        run = next(r for r in instance.get_runs() if r.job_name == EXECUTOR.name(job))
         executed = {e.event_log_entry.step_key for e in
                     instance.get_records_for_run(run.run_id, of_type=DagsterEventType.STEP_SUCCESS).records}
         assert executed and set(steps) == executed, f"{job}: steps {executed}, in containers {set(steps)}"
@@ -135,8 +138,9 @@ def test_executor_setting_selects_the_trial_steps_executor(study: Path, tmp_path
     monkeypatch.setenv("HRBENCH_EXECUTOR", "docker")
     defs = build_definitions(study, tmp_path, executor=ExecutorSettings.from_env())
     executors = {job.name: job.executor_def.name for job in defs.resolve_all_job_defs() if not job.name.startswith("__")}
-    assert {executors[j] for j in TRIAL_JOBS} == {"hrbench_docker_executor"}
-    assert len(executors) == 8 and {e for j, e in executors.items() if j not in TRIAL_JOBS} == {"in_process"}
+    trial_jobs = {EXECUTOR.name(j) for j in TRIAL_JOBS}
+    assert {executors[j] for j in trial_jobs} == {"hrbench_docker_executor"}
+    assert len(executors) == 8 and {e for j, e in executors.items() if j not in trial_jobs} == {"in_process"}
     monkeypatch.delenv("HRBENCH_EXECUTOR")
     defs = build_definitions(study, tmp_path, executor=ExecutorSettings.from_env())
     assert {job.executor_def.name for job in defs.resolve_all_job_defs() if not job.name.startswith("__")} == {"in_process"}
