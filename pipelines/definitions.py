@@ -6,7 +6,9 @@ HRBENCH_STUDY is the study file (default: the one that made HRBENCH_OUT, recorde
 OUT/study_source.json, else the built-in demo study). HRBENCH_PROGRESS=1 shows trial
 progress bars. HRBENCH_EXECUTOR=docker runs the trial steps one container per step
 (pipelines/defs/study/executor.py, docs/deploy.md). `hrbench run` launches the jobs of this same code location (`step_job`),
-so its runs can be re-executed from the UI.
+so its runs can be re-executed from the UI. Every name the location defines carries the study's namespace
+(`<study>/...` asset keys, `<study>__...` jobs, sensors, schedules, agent partitions): several studies share one
+instance as one location each (deploy/workspace-studies.yaml).
 """
 
 from __future__ import annotations
@@ -55,5 +57,6 @@ def defs() -> dg.Definitions:
 
 
 def step_job(name: str) -> dg.JobDefinition:
-    """A study step's job, rebuilt from the environment: the target of `hrbench run`'s reconstructable jobs."""
+    """A study step's job (its name in the study's namespace), rebuilt from the environment: the target of
+    `hrbench run`'s reconstructable jobs."""
     return current(environment_wins=RUN_SCOPED).resolve_job_def(name)
