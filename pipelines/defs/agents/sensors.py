@@ -20,15 +20,14 @@ import os
 from pathlib import Path
 
 from dagster import (
-    DagsterRunStatus, DefaultSensorStatus, DynamicPartitionsDefinition, RunsFilter, JobDefinition,
-    MultiPartitionsDefinition, RunRequest, SensorDefinition, SensorEvaluationContext, SensorResult, SkipReason,
+    DagsterRunStatus, DefaultSensorStatus, RunsFilter, JobDefinition, MultiPartitionsDefinition, RunRequest, SensorDefinition, SensorEvaluationContext, SensorResult, SkipReason,
     sensor,
 )
 
 from hrbench.catalogue import StudyNames
 from hrbench.preregistration import load_registration
 from hrbench.protocol import StudyError
-from hrbench.steps import Step, next_step, report_stale, step_done, steps_for
+from hrbench.steps import next_step, report_stale, step_done, steps_for
 from hrbench.tasks.model import TaskError
 from assets.partitions import agents_of
 from pipelines.defs.study.jobs import step_tags
@@ -63,7 +62,7 @@ def build_agent_sensor(names: StudyNames, study_path: str | Path, out_dir: str |
                        agent_task: MultiPartitionsDefinition, jobs: list[JobDefinition]) -> SensorDefinition:
     study = StudyResource(study_path=str(Path(study_path).resolve()), out_dir=str(Path(out_dir).resolve()),
                           progress=False, storage=storage_from_env())
-    agents: DynamicPartitionsDefinition = agents_of(agent_task)
+    agents = agents_of(agent_task)  # the study's own agent partitions (StudyNames.agents)
     task_names = agent_task.get_partitions_def_for_dimension("task").get_partition_keys()
 
     @sensor(name=names.name("agent_files_sensor"), jobs=jobs, minimum_interval_seconds=int(os.environ.get("HRBENCH_SENSOR_INTERVAL", "30")),
