@@ -144,8 +144,8 @@ def test_executor_setting_selects_the_trial_steps_executor(study: Path, tmp_path
     monkeypatch.delenv("HRBENCH_EXECUTOR")
     defs = build_definitions(study, tmp_path, executor=ExecutorSettings.from_env())
     assert {job.executor_def.name for job in defs.resolve_all_job_defs() if not job.name.startswith("__")} == {"in_process"}
-    monkeypatch.setenv("HRBENCH_EXECUTOR", "k8s")
-    with pytest.raises(ValueError, match="HRBENCH_EXECUTOR='k8s' is not an executor hrbench knows: use in_process"):
+    monkeypatch.setenv("HRBENCH_EXECUTOR", "celery")  # k8s is one now (deploy/k8s)
+    with pytest.raises(ValueError, match="HRBENCH_EXECUTOR='celery' is not an executor hrbench knows: use in_process"):
         ExecutorSettings.from_env()
 
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 from dagster import (
     DagsterInstance, DagsterRunStatus, DefaultScheduleStatus, JobDefinition, OpExecutionContext, RunsFilter,
-    ScheduleDefinition, job, op,
+    ScheduleDefinition, in_process_executor, job, op,
 )
 from pydantic import BaseModel
 
@@ -70,7 +70,7 @@ def purge_old_runs(context: OpExecutionContext) -> None:
 def build_retention_job(names: StudyNames) -> JobDefinition:
     """The purge job, named in the study's namespace: each study's code location carries one (the instance is
     shared, so every location's purge removes the same runs; a second one that night finds nothing left)."""
-    @job(name=names.name("instance_retention_job"),
+    @job(name=names.name("instance_retention_job"), executor_def=in_process_executor,  # one op: no subprocess
          description="Deletes failed and canceled runs, and every run's compute logs, older than HRBENCH_RETENTION_DAYS.")
     def instance_retention_job() -> None:
         purge_old_runs()
