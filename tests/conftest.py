@@ -110,6 +110,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return ModuleGroups(config, log)
 
 
+@pytest.hookimpl(tryfirst=True)  # the order is set before `-m` deselects and pytest groups by fixture scope
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     modules = {}
     for item in items:
