@@ -69,7 +69,6 @@ STORE_TESTS = frozenset({
 TESTS = Path(__file__).resolve().parent
 
 
-
 # -- two workers ---------------------------------------------------------------------------------
 # scripts/test.sh runs every pass on two pytest-xdist workers. A group of tests runs on one worker, in order:
 # each module is a group (its module-scoped studies are built once), and the docker suite is one group (one
@@ -110,7 +109,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return ModuleGroups(config, log)
 
 
-@pytest.hookimpl(tryfirst=True)  # the order is set before `-m` deselects and pytest groups by fixture scope
+@pytest.hookimpl(tryfirst=True)  # run last, the sort did not survive collection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     modules = {}
     for item in items:
