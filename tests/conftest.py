@@ -73,8 +73,8 @@ TESTS = Path(__file__).resolve().parent
 # scripts/test.sh runs every pass on two pytest-xdist workers. A group of tests runs on one worker, in order:
 # each module is a group (its module-scoped studies are built once), and the docker suite is one group (one
 # podman service, and the state images its session fixture builds once). Groups are handed out in collection
-# order as workers free up, so the modules that take minutes come first (per-test durations in docs/performance.md) and the two
-# workers finish together. A stale list only costs time; a test's outcome never depends on it.
+# order as workers free up, so the modules that take minutes come first (per-test durations in
+# docs/performance.md) and the two workers finish together. A stale list only costs time, never an outcome.
 DOCKER_GROUP = "docker/"
 LONGEST_FIRST = (
     "test_demo.py", DOCKER_GROUP, "deploy/test_postgres_deployment.py", "test_soak.py",  # the slow pass
