@@ -42,6 +42,7 @@ from hrbench.envs.local.confine import (
     area_tempdir,
     bwrap_available,
     confined_argv,
+    mount_overlay,
     mount_sized_tmpfs,
     namespace_args,
     root_mounts,
@@ -222,9 +223,11 @@ class LocalEnvironment(StagedEnvironment):
     `close` can end all of them."""
 
     def __init__(self, task: Task, root: Path, memory_mb: int = 1024, owns_workspace: bool = True,
-                 limits: SandboxLimits | None = None, mounted: bool = False):
+                 limits: SandboxLimits | None = None, mounted: bool = False, mount_point: Path | None = None):
         self.task = task
         self.root = root  # the trial directory (the harness's): work/ and persist/
+        # what `close` unmounts and removes: the trial's tmpfs, which holds `root` itself or its overlay
+        self._mount_point = mount_point or root
         self.workspace = root / WORK_DIR  # what the sandbox sees at WORKDIR
         self.limits = limits or SandboxLimits(memory_mb=memory_mb)
         self.memory_mb = self.limits.memory_mb
@@ -462,9 +465,26 @@ class LocalEnvironment(StagedEnvironment):
         self._cgroup = self._verifier_cgroup = None
         if self._owns:
             if self._mounted:
-                unmount(self.root)
+                unmount(self._mount_point)  # with the overlay mounted inside it
                 self._mounted = False
-            shutil.rmtree(self.root, ignore_errors=True)
+            shutil.rmtree(self._mount_point, ignore_errors=True)
+
+
+def _overlay_state(state: Path, trial: Path) -> Path | None:
+    """The trial's tree as an overlay (in `trial`, its sized tmpfs): the sealed `state` read-only below,
+    a writable upper layer above; None when the kernel refuses the mount (the caller copies instead).
+
+    Copy-on-write instead of `cp -a` per trial: no copy process, no bytes copied until the agent
+    writes. Whatever the agent does through the overlay (writes, hard links, renames, deletions) lands
+    in the upper layer on the trial's tmpfs, never in the cached state (docs/security.md)."""
+    layers = [trial / name for name in ("tree", "upper", "overlay-work")]
+    for folder in layers:
+        folder.mkdir(mode=0o711)
+    if mount_overlay(state, layers[1], layers[2], layers[0]):
+        return layers[0]
+    for folder in layers:
+        folder.rmdir()
+    return None
 
 
 def copy_tree(src: Path, dest: Path) -> None:
@@ -501,6 +521,7 @@ class LocalBackend:
         self.limits = limits or SandboxLimits(memory_mb=memory_mb)
         self.memory_mb = self.limits.memory_mb
         self._locks: dict[str, threading.Lock] = {}
+        self._hashes: dict[int, tuple[Task, str]] = {}
         self._guard = threading.Lock()
 
     @property
@@ -526,7 +547,19 @@ class LocalBackend:
             )
 
     def _state_dir(self, task: Task, stages_done: int) -> Path:
-        return self.cache_dir / "states" / task.slug / task.content_hash()[:12] / f"after-{stages_done}"
+        return self.cache_dir / "states" / task.slug / self._content_hash(task)[:12] / f"after-{stages_done}"
+
+    def _content_hash(self, task: Task) -> str:
+        """The task's content hash, read once per loaded task (it reads every file of the package,
+        and is asked at every trial's start): a task edited on disk is a new state once reloaded."""
+        with self._guard:
+            known = self._hashes.get(id(task))
+        if known is not None and known[0] is task:
+            return known[1]
+        digest = task.content_hash()
+        with self._guard:
+            self._hashes[id(task)] = (task, digest)  # holding the task keeps its id from being reused
+        return digest
 
     def _cache(self, kind: str) -> Path:
         """A folder of the cache, the harness's only (0700): no sandbox uid can reach a cached state."""
@@ -652,17 +685,27 @@ class LocalBackend:
                 raise SandboxError(f"task {task.name!r}: saved agent state {snapshot}: {problem}; remove it and the "
                                    "study's prefix journal of this agent and task so its prefix_rollouts run again")
         self.scratch_dir.mkdir(parents=True, exist_ok=True)
-        root = area_tempdir("ws", self.scratch_dir)
-        mounted = mount_sized_tmpfs(root, self.limits.workspace_mb, harness_owned=True)
-        try:
-            copy_tree(snapshot, root)
-        except (OSError, subprocess.CalledProcessError) as exc:
+        outer = area_tempdir("ws", self.scratch_dir)
+        # The overlay's upper layer gets what a copy of the state would have left free, so that the
+        # workspace (state and writes) holds at most `workspace_mb`, as with a copy
+        mounted = mount_sized_tmpfs(outer, self.limits.workspace_mb, harness_owned=True,
+                                    reserved=states.tmpfs_bytes(snapshot))
+        root = _overlay_state(snapshot, outer) if mounted else None
+        if root is None:  # no overlay (not root, or the kernel refused it): a private copy, full size
             if mounted:
-                unmount(root)
-            shutil.rmtree(root, ignore_errors=True)
-            raise SandboxError(f"task {task.name!r}: cannot copy the snapshot into a workspace of "
-                               f"{self.limits.workspace_mb} MB: {exc}") from exc
-        env = LocalEnvironment(task, root, owns_workspace=True, limits=self.limits, mounted=mounted)
+                unmount(outer)
+            mounted = mount_sized_tmpfs(outer, self.limits.workspace_mb, harness_owned=True)
+            root = outer
+            try:
+                copy_tree(snapshot, root)
+            except (OSError, subprocess.CalledProcessError) as exc:
+                if mounted:
+                    unmount(root)
+                shutil.rmtree(root, ignore_errors=True)
+                raise SandboxError(f"task {task.name!r}: cannot copy the snapshot into a workspace of "
+                                   f"{self.limits.workspace_mb} MB: {exc}") from exc
+        env = LocalEnvironment(task, root, owns_workspace=True, limits=self.limits, mounted=mounted,
+                               mount_point=outer)
         try:
             prepare_trial_dir(root, task)
         except BaseException:

@@ -208,7 +208,7 @@ def cgroup_bases(proc_cgroup: str, mountinfo: str) -> dict[str, Path]:
 CONTROLLERS = ("memory", "pids", "cpu")
 _CPU_PERIOD_US = 100_000
 _POOL_SIZE = 32  # emptied cgroups kept for reuse: creating and removing a memory cgroup is slow
-_pool: list[dict[str, Path]] = []
+_pool: list[tuple[dict[str, Path], SandboxLimits]] = []  # emptied groups and the limits they hold
 _pool_lock = threading.Lock()
 
 
@@ -229,11 +229,12 @@ class TrialCgroup:
         if existing is not None:  # adopting groups already there (a dead harness's, to remove them)
             return
         with _pool_lock:
-            reused = _pool.pop() if _pool else None
+            reused, held = _pool.pop() if _pool else (None, None)
         if reused is not None:
             try:
-                for controller, group in reused.items():
-                    self._limit(controller, group)
+                if held != limits:  # a pooled group keeps its limits: only different ones are written
+                    for controller, group in reused.items():
+                        self._limit(controller, group)
                 self.dirs = reused
                 return
             except OSError:
@@ -362,7 +363,7 @@ class TrialCgroup:
         if self.kill() and self.dirs:
             with _pool_lock:
                 if len(_pool) < _POOL_SIZE:
-                    _pool.append(self.dirs)
+                    _pool.append((self.dirs, self.limits))
                     self.dirs = {}
                     return
         self.remove()
@@ -390,7 +391,7 @@ class TrialCgroup:
 def _drain_pool() -> None:
     with _pool_lock:
         groups, _pool[:] = list(_pool), []
-    for dirs in groups:
+    for dirs, _ in groups:
         TrialCgroup("pooled", SandboxLimits(), existing=dirs).remove()
 
 
@@ -539,6 +540,7 @@ def sweep_stale(area: Path) -> None:
 
 
 _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+_PAGE = 4096
 
 
 @functools.lru_cache(maxsize=1)
@@ -546,16 +548,33 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def mount_sized_tmpfs(path: Path, size_mb: int, harness_owned: bool = False) -> bool:
-    """Mount a tmpfs of `size_mb` on `path` (root only; False if not possible), its root owned by the
-    sandbox uid, or with `harness_owned` by the harness and traversable only (0711)."""
-    if not privileged():
+def mount_sized_tmpfs(path: Path, size_mb: int, harness_owned: bool = False, reserved: int = 0) -> bool:
+    """Mount a tmpfs of `size_mb` less `reserved` bytes on `path` (root only; False if not possible, or
+    if nothing is left), its root owned by the sandbox uid, or with `harness_owned` by the harness and
+    traversable only (0711)."""
+    size = size_mb * _MB - reserved
+    if not privileged() or size < _PAGE:
         return False
     owner = "mode=0711,uid=0,gid=0" if harness_owned else f"mode=0755,uid={SANDBOX_UID},gid={SANDBOX_GID}"
-    data = f"size={size_mb}m,{owner}".encode()
+    data = f"size={size},{owner}".encode()
     ok = _libc().mount(b"tmpfs", str(path).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, data) == 0
     return ok
 
 
+def mount_overlay(lower: Path, upper: Path, work: Path, target: Path) -> bool:
+    """Mount `lower` read-only under a writable `upper` at `target` (root only; False if not possible).
+
+    A write to a file of `lower` copies it up into `upper` first (the kernel's copy-up, as root), so
+    nothing done through `target` reaches `lower`: not a write, a truncation, a chmod, nor a write
+    through a hard link the agent made (links are made in `upper`, to the copied-up file).
+    `redirect_dir=on` lets a directory of `lower` be renamed as on a plain filesystem (without it
+    rename(2) of such a directory fails with EXDEV, which `mv` hides and a program's rename does not)."""
+    if not privileged() or any(c in str(path) for path in (lower, upper, work) for c in ",:\\"):
+        return False  # the option string cannot carry these characters unescaped
+    data = f"lowerdir={lower},upperdir={upper},workdir={work},redirect_dir=on".encode()
+    return _libc().mount(b"overlay", str(target).encode(), b"overlay", _MS_NOSUID | _MS_NODEV, data) == 0
+
+
 def unmount(path: Path) -> None:
+    """Detach the mount at `path` and every mount below it (MNT_DETACH is recursive)."""
     _libc().umount2(str(path).encode(), _MNT_DETACH)
