@@ -45,6 +45,7 @@ from hrbench.envs.local.confine import (
     mount_overlay,
     mount_sized_tmpfs,
     namespace_args,
+    new_network_namespace,
     root_mounts,
     sandbox_area,
     sandbox_owner,
@@ -82,13 +83,14 @@ STEP_FILES = "/opt/hrbench-step-workdir"  # a step's workdir/ files, bound read-
 
 def _sandbox_args(root: Path, workdir: str, limits: SandboxLimits, extra: list[str] | None = None,
                   nested_userns: bool = False, env: dict[str, str] | None = None,
-                  persist: tuple[str, ...] = ()) -> list[str]:
+                  persist: tuple[str, ...] = (), joined_netns: bool = False) -> list[str]:
     """bwrap arguments: the shared root, the trial's `work/` at `workdir`, its persisted paths outside
     it, then `extra` mounts. Every source is under `root`, whose directories the agent cannot write."""
     # after `extra`: the verifier's /logs is mounted first, then /logs/artifacts over it
     binds = [a for path in persist for a in ("--bind", str(root / PERSIST_ROOT / path.lstrip("/")), path)]
     return (root_mounts(limits) + ["--dir", str(Path(workdir).parent), "--bind", str(root / WORK_DIR), workdir]
-            + (extra or []) + binds + namespace_args(nested_userns=nested_userns, env=env, chdir=workdir))
+            + (extra or []) + binds + namespace_args(nested_userns=nested_userns, env=env, chdir=workdir,
+                                                     joined_netns=joined_netns))
 
 
 def prepare_trial_dir(root: Path, task: Task) -> None:
@@ -135,7 +137,7 @@ def _toolchain() -> Path:
 
 
 def run_confined(argv: list[str], stdin: str, timeout_s: float, cgroup: TrialCgroup | None,
-                 output_limit: int = EXEC_OUTPUT_LIMIT) -> ExecResult:
+                 output_limit: int = EXEC_OUTPUT_LIMIT, pass_fds: tuple[int, ...] = ()) -> ExecResult:
     """Run a confined command, feeding it `stdin`; its output is kept head and tail only.
 
     When it returns, the command's process tree is gone or going: bwrap's pid namespace dies with
@@ -143,7 +145,7 @@ def run_confined(argv: list[str], stdin: str, timeout_s: float, cgroup: TrialCgr
     trial's cgroup afterwards; doing it here would also end a persistent shell of the same trial."""
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True, env=LAUNCH_ENV, cwd="/")
+                            start_new_session=True, env=LAUNCH_ENV, cwd="/", pass_fds=pass_fds)
     buf = HeadTail(output_limit // 2)
     pending = memoryview(stdin.encode("utf-8", errors="surrogateescape"))
     out_fd, in_fd = proc.stdout.fileno(), proc.stdin.fileno()
@@ -236,12 +238,32 @@ class LocalEnvironment(StagedEnvironment):
         self._shells: list[PersistentShell] = []
         self._cgroup: TrialCgroup | None = None
         self._verifier_cgroup: TrialCgroup | None = None
+        self._netns: int | None = None  # the trial's network namespace fd (-1: none could be made)
         self._begun: set[int] = set()  # stages whose workdir files, setup.sh and healthcheck ran
         self.artifacts_dir: Path | None = None  # where verify() copies artifacts (per stage), when set
 
-    def _args(self, extra: list[str] | None = None, **kwargs) -> list[str]:
-        return _sandbox_args(self.root, self.task.workdir, self.limits, extra, persist=self.task.persist,
-                             **kwargs)
+    def _confined(self, command: list[str], group: TrialCgroup, extra: list[str] | None = None,
+                  **kwargs) -> list[str]:
+        """The command line of one of the trial's sandboxes (`_sandbox_args`), in the trial's network
+        namespace when there is one; start it with `pass_fds=self._fds`."""
+        netns = self.netns
+        args = _sandbox_args(self.root, self.task.workdir, self.limits, extra, persist=self.task.persist,
+                             joined_netns=netns is not None, **kwargs)
+        return confined_argv(args, command, self.limits, group, netns)
+
+    @property
+    def netns(self) -> int | None:
+        """The trial's network namespace (an fd), made at its first sandbox: every sandbox of the trial
+        (agent commands, shells, set-up, solution replay, verifier) joins it instead of making its own,
+        and it dies with the trial. None where it cannot be made (each sandbox then has its own)."""
+        if self._netns is None:
+            made = new_network_namespace()
+            self._netns = -1 if made is None else made
+        return None if self._netns < 0 else self._netns
+
+    @property
+    def _fds(self) -> tuple[int, ...]:
+        return () if self.netns is None else (self.netns,)
 
     @property
     def cgroup(self) -> TrialCgroup:
@@ -264,9 +286,8 @@ class LocalEnvironment(StagedEnvironment):
         return self._mounted
 
     def exec(self, command: str, timeout_s: float) -> ExecResult:
-        args = self._args(env=task_env(self.task))
-        return run_confined(confined_argv(args, ["/bin/bash", "-s"], self.limits, self.cgroup), command, timeout_s,
-                            self.cgroup)
+        argv = self._confined(["/bin/bash", "-s"], self.cgroup, env=task_env(self.task))
+        return run_confined(argv, command, timeout_s, self.cgroup, pass_fds=self._fds)
 
     def open_shell(self) -> PersistentShell:
         """A persistent sandboxed bash over this workspace (llm and command agents type into it).
@@ -274,9 +295,8 @@ class LocalEnvironment(StagedEnvironment):
         Same sandbox and limits as `exec`; `verify` and `close` end it (and everything it started)."""
         from hrbench.envs.shell import PersistentShell
 
-        args = self._args(env=task_env(self.task))
-        argv = confined_argv(args, ["/bin/bash", "--noprofile", "--norc", "-s"], self.limits, self.cgroup)
-        shell = PersistentShell(argv)
+        argv = self._confined(["/bin/bash", "--noprofile", "--norc", "-s"], self.cgroup, env=task_env(self.task))
+        shell = PersistentShell(argv, pass_fds=self._fds)
         self._shells = [s for s in self._shells if not s.closed] + [shell]
         return shell
 
@@ -296,12 +316,11 @@ class LocalEnvironment(StagedEnvironment):
                     if not path.is_symlink():
                         os.chmod(path, 0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
             os.chmod(folder, 0o755)
-            args = self._args(["--ro-bind", str(folder), "/solution"],
-                              env=task_env(self.task, self.task.solution_env, where="[solution.env]"))
-            timeout = stage.agent_timeout_sec or self.task.agent_timeout_sec
             # bash runs the script itself (not typed into `bash -s`): one process fewer per replay
-            return run_confined(confined_argv(args, ["/bin/bash", "/solution/solve.sh"], self.limits, self.cgroup),
-                                "", timeout, self.cgroup)
+            argv = self._confined(["/bin/bash", "/solution/solve.sh"], self.cgroup, ["--ro-bind", str(folder), "/solution"],
+                                  env=task_env(self.task, self.task.solution_env, where="[solution.env]"))
+            timeout = stage.agent_timeout_sec or self.task.agent_timeout_sec
+            return run_confined(argv, "", timeout, self.cgroup, pass_fds=self._fds)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -313,10 +332,10 @@ class LocalEnvironment(StagedEnvironment):
         try:
             shutil.copytree(stage.workdir_files, staged / "files", symlinks=True)
             sandbox_owner(staged / "files")
-            args = self._args(["--ro-bind", str(staged / "files"), STEP_FILES], env=task_env(self.task))
-            argv = ["/bin/bash", "-s", STEP_FILES, self.task.workdir]
-            result = run_confined(confined_argv(args, argv, self.limits, self.cgroup), _STEP_COPY,
-                                  stage.agent_timeout_sec or self.task.agent_timeout_sec, self.cgroup)
+            argv = self._confined(["/bin/bash", "-s", STEP_FILES, self.task.workdir], self.cgroup,
+                                  ["--ro-bind", str(staged / "files"), STEP_FILES], env=task_env(self.task))
+            result = run_confined(argv, _STEP_COPY, stage.agent_timeout_sec or self.task.agent_timeout_sec,
+                                  self.cgroup, pass_fds=self._fds)
         finally:
             shutil.rmtree(staged, ignore_errors=True)
         if result.exit_code != 0:
@@ -359,12 +378,11 @@ class LocalEnvironment(StagedEnvironment):
                 # agent's modules on purpose. hrbench's own check library (checks.sh) sets it for itself.
                 env = task_env(self.task, self.task.verifier_env, stage.verifier_env, where="[verifier.env]")
                 env["PATH"] = f"{VERIFIER_TOOLCHAIN}:{env.get('PATH', SANDBOX_PATH)}"
-                args = self._args(extra, nested_userns=True, env=env)
                 timeout = stage.verifier_timeout_sec or self.task.verifier_timeout_sec
                 group = self.verifier_cgroup
+                argv = self._confined(["/bin/bash", "/tests/test.sh"], group, extra, nested_userns=True, env=env)
                 events = group.limit_events()
-                result = run_confined(confined_argv(args, ["/bin/bash", "/tests/test.sh"], self.limits, group),
-                                      "", timeout, group, VERIFIER_OUTPUT_LIMIT)
+                result = run_confined(argv, "", timeout, group, VERIFIER_OUTPUT_LIMIT, pass_fds=self._fds)
                 if not group.kill():
                     raise SandboxError("the verifier's processes could not be killed; its reward is not read")
                 agent_fault = None
@@ -463,6 +481,9 @@ class LocalEnvironment(StagedEnvironment):
             if group is not None:
                 group.release()
         self._cgroup = self._verifier_cgroup = None
+        if self._netns is not None and self._netns >= 0:
+            os.close(self._netns)  # the trial's processes are gone: the namespace goes with its last holder
+        self._netns = None
         if self._owns:
             if self._mounted:
                 unmount(self._mount_point)  # with the overlay mounted inside it

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import fcntl
 import functools
 import hashlib
 import itertools
@@ -37,7 +38,9 @@ import secrets
 import shlex
 import shutil
 import signal
+import socket
 import stat
+import struct
 import subprocess
 import threading
 import time
@@ -125,9 +128,14 @@ def root_mounts(limits: SandboxLimits) -> list[str]:
 
 
 def namespace_args(*, network: bool = False, nested_userns: bool = False, env: dict[str, str] | None = None,
-                   chdir: str = "/") -> list[str]:
-    """The tail of a bwrap command line: namespaces, a read-only root, a clean environment."""
-    args = ["--remount-ro", "/", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"]
+                   chdir: str = "/", joined_netns: bool = False) -> list[str]:
+    """The tail of a bwrap command line: namespaces, a read-only root, a clean environment.
+
+    `joined_netns`: the launcher has joined the trial's network namespace (`-n`), so bwrap makes every
+    namespace but that one (`--unshare-all` less `--unshare-net`)."""
+    unshare = ["--unshare-user-try", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"] \
+        if joined_netns else ["--unshare-all"]
+    args = ["--remount-ro", "/", *unshare, "--unshare-user", "--die-with-parent", "--new-session"]
     if network:
         args.append("--share-net")
     if not nested_userns:  # a verifier may nest bwrap (to run agent code without /logs); agents need not
@@ -136,6 +144,43 @@ def namespace_args(*, network: bool = False, nested_userns: bool = False, env: d
     for key, value in (env or {}).items():
         args += ["--setenv", key, value]
     return args + ["--chdir", chdir]
+
+
+# -- the trial's network namespace ------------------------------------------------------------------
+
+_CLONE_NEWNET = 0x40000000
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+
+
+def new_network_namespace() -> int | None:
+    """A new, empty network namespace (its loopback up, nothing else) held by an fd, for the sandboxes
+    of one trial; None where it cannot be made or joined (not root, or no compiled launcher): each
+    sandbox then gets its own from bwrap (`--unshare-net`).
+
+    Made in a thread of its own that ends right after: unshare(CLONE_NEWNET) moves only the calling
+    thread, so the harness's other threads never leave the host's namespace. Created by root, the
+    namespace belongs to the host's user namespace, in which the sandbox holds no capability: it can
+    neither add an interface nor change a sysctl of it. One namespace per trial, never shared between
+    trials; the fd is closed when the trial ends (the kernel then frees it)."""
+    if not privileged() or launcher() is None:
+        return None
+    made: list[int] = []
+
+    def make() -> None:
+        if _libc().unshare(_CLONE_NEWNET) != 0:
+            return
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:  # what bwrap does: loopback up
+                flags = struct.unpack("16sH14x", fcntl.ioctl(sock, _SIOCGIFFLAGS, struct.pack("16sH14x", b"lo", 0)))[1]
+                fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
+            made.append(os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC))
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=make, name="hrbench-netns")
+    thread.start()
+    thread.join()
+    return made[0] if made else None
 
 
 # -- cgroups ------------------------------------------------------------------------------------
@@ -437,12 +482,14 @@ def launcher() -> str | None:
 
 
 def confined_argv(bwrap_args: list[str], command: list[str], limits: SandboxLimits,
-                  cgroup: TrialCgroup | None) -> list[str]:
+                  cgroup: TrialCgroup | None, netns: int | None = None) -> list[str]:
     """The full command line: join the trial's cgroups, set rlimits, drop to SANDBOX_UID, bwrap.
 
     Run it with `env=LAUNCH_ENV` (so the sandbox's pid 1 holds no host secret) and
     `start_new_session=True` (so killing its process group ends bwrap, and with it the sandbox's
-    pid namespace)."""
+    pid namespace). `netns` (from `new_network_namespace`, so only with the compiled launcher) is
+    joined by the launcher: pass it to the process (`pass_fds`) and build `bwrap_args` with
+    `joined_netns=True`."""
     enforced = cgroup.enforced if cgroup is not None else set()
     procs = cgroup.join_files() if cgroup is not None else []
     # RLIMIT_NPROC counts per uid, and every trial's sandbox runs as the same uid: only a fallback
@@ -458,9 +505,13 @@ def confined_argv(bwrap_args: list[str], command: list[str], limits: SandboxLimi
             argv += ["-c", path]
         for which, value in rlimits:
             argv += ["-l", f"{which}={value}"]
+        if netns is not None:
+            argv += ["-n", str(netns)]
         if privileged():
             argv += ["-u", f"{SANDBOX_UID}:{SANDBOX_GID}"]
         return argv + ["--"] + tail
+    if netns is not None:
+        raise SandboxError("a shared network namespace needs the compiled launcher")
     # no compiler: the same steps by sh and setpriv (dash's ulimit: -v KiB, -f 512-byte blocks)
     flags = {resource.RLIMIT_AS: ("-v", 1024), resource.RLIMIT_FSIZE: ("-f", 512), resource.RLIMIT_CPU: ("-t", 1),
              resource.RLIMIT_NPROC: ("-p", 1)}
