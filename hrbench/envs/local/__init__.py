@@ -77,6 +77,9 @@ VERIFIER_TOOLCHAIN = "/opt/hrbench-verifier/bin"
 _STEP_COPY = backend_script(__name__, "step_copy.sh")  # a step's workdir/ files into WORKDIR, in the sandbox
 _FULL_BYTES = 1 << 20  # a sized workspace with less free space than this is full
 STEP_FILES = "/opt/hrbench-step-workdir"  # a step's workdir/ files, bound read-only while they are copied in
+# a separate verifier's inputs in transit (handover.sh): the agent's sandbox writes a tar here, the fresh one reads it
+HANDOVER = "/opt/hrbench-handover"
+_HANDOVER = backend_script(__name__, "handover.sh")
 
 
 def _sandbox_args(root: Path, workdir: str, limits: SandboxLimits, extra: list[str] | None = None,
@@ -329,11 +332,68 @@ class LocalEnvironment(StagedEnvironment):
             self._cgroup.kill()
 
     def verify(self, stage: Stage) -> VerifierResult:
-        """Copy the stage's tests in (read-only), run them, read the reward, remove them.
+        """Run the stage's [[verifier.collect]] hooks, then its tests: in this trial's sandbox, or (a separate
+        verifier, Harbor's environment_mode = "separate") in a fresh one that holds only the collected paths.
 
         No agent process is alive while the verifier runs, /logs starts empty, and the reward is
         read only once the verifier's whole process tree is dead."""
         self.stop_agent_processes()
+        hooks = self._run_collect_hooks(stage)
+        if not stage.separate_verifier:
+            result = self._verify_in(stage, self.root)
+        else:
+            fresh = area_tempdir("separate-verifier")
+            mounted = mount_sized_tmpfs(fresh, self.limits.workspace_mb, harness_owned=True)
+            try:
+                prepare_trial_dir(fresh, self.task)
+                self._hand_over(stage, fresh)
+                result = self._verify_in(stage, fresh)
+            finally:
+                if mounted:
+                    unmount(fresh)
+                shutil.rmtree(fresh, ignore_errors=True)
+        return result.model_copy(update={"output": hooks + result.output, "artifacts": self._collect_artifacts(stage)})
+
+    def _run_collect_hooks(self, stage: Stage) -> str:
+        """Harbor's [[verifier.collect]]: each hook's command in the trial's sandbox (the agent's view, its
+        limits), after the agent's turn and before anything is collected; whatever a hook starts is ended
+        after it. A failing hook is reported in the verifier's output, and the verifier judges what it left."""
+        notes = []
+        for hook in stage.collect:
+            run = run_confined(confined_argv(self._args(env=task_env(self.task)), ["/bin/bash", "-s"], self.limits,
+                                             self.cgroup), hook.command, hook.timeout_sec, self.cgroup)
+            self.stop_agent_processes()
+            status = "timed out" if run.timed_out else f"exit {run.exit_code}"
+            notes.append(f"hrbench: [[verifier.collect]] {hook.command!r}: {status}\n{run.output[-2000:]}")
+        return "".join(f"{n.rstrip()}\n" for n in notes)
+
+    def _hand_over(self, stage: Stage, fresh: Path) -> None:
+        """The collected paths (/logs/artifacts, the task's and this stage's artifacts) copied from this
+        trial's sandbox into `fresh`'s, as a tar that one sandbox writes and the other extracts: the host
+        resolves no path the agent could have written."""
+        box = area_tempdir("handover")
+        try:
+            sandbox_owner(box)
+            paths = list(dict.fromkeys(("/logs/artifacts", *self.task.artifacts, *stage.artifacts)))
+            timeout = stage.verifier_timeout_sec or self.task.verifier_timeout_sec
+            out = run_confined(confined_argv(self._args(["--bind", str(box), HANDOVER], env=task_env(self.task)),
+                                             ["/bin/bash", "-s", "out", f"{HANDOVER}/handover.tar", *paths], self.limits,
+                                             self.verifier_cgroup), _HANDOVER, timeout, self.verifier_cgroup)
+            self.verifier_cgroup.kill()
+            fresh_args = _sandbox_args(fresh, self.task.workdir, self.limits, ["--ro-bind", str(box), HANDOVER],
+                                       persist=self.task.persist, env=task_env(self.task))
+            into = run_confined(confined_argv(fresh_args, ["/bin/bash", "-s", "in", f"{HANDOVER}/handover.tar"], self.limits,
+                                              self.verifier_cgroup), _HANDOVER, timeout, self.verifier_cgroup)
+            self.verifier_cgroup.kill()
+        finally:
+            shutil.rmtree(box, ignore_errors=True)
+        for what, run in (("collecting", out), ("handing over", into)):
+            if run.exit_code != 0:
+                raise SandboxError(f"task {self.task.name!r}: {what} the separate verifier's inputs failed "
+                                   f"(exit {run.exit_code}):\n{run.output[-800:]}")
+
+    def _verify_in(self, stage: Stage, root: Path) -> VerifierResult:
+        """Copy the stage's tests in (read-only), run them over the trial directory `root`, read the reward."""
         tmp = area_tempdir("verify")
         try:
             tests, logs = tmp / "tests", tmp / "logs"
@@ -356,7 +416,8 @@ class LocalEnvironment(StagedEnvironment):
                 # agent's modules on purpose. hrbench's own check library (checks.sh) sets it for itself.
                 env = task_env(self.task, self.task.verifier_env, stage.verifier_env, where="[verifier.env]")
                 env["PATH"] = f"{VERIFIER_TOOLCHAIN}:{env.get('PATH', SANDBOX_PATH)}"
-                args = self._args(extra, nested_userns=True, env=env)
+                args = _sandbox_args(root, self.task.workdir, self.limits, extra, persist=self.task.persist,
+                                     nested_userns=True, env=env)
                 timeout = stage.verifier_timeout_sec or self.task.verifier_timeout_sec
                 group = self.verifier_cgroup
                 events = group.limit_events()
@@ -386,7 +447,6 @@ class LocalEnvironment(StagedEnvironment):
             rewards=rewards,
             error=error,
             agent_fault=agent_fault,
-            artifacts=self._collect_artifacts(stage),
         )
 
     def _agent_fault(self, before: dict[str, int], after: dict[str, int]) -> str | None:
