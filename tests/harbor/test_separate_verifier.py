@@ -90,7 +90,8 @@ def test_what_harbor_refuses_is_refused_by_name(tmp_path: Path, edit: tuple[str,
     assert named in str(caught.value)
 
 
-def test_a_verifier_environment_implies_separate_and_steps_fall_back_to_the_task(tmp_path: Path):
+def test_a_verifier_environment_implies_separate_and_steps_fall_back_to_the_task(backend: LocalBackend,
+                                                                               tmp_path: Path):
     implied = load_task(_sealed(tmp_path, 'environment_mode = "separate"', "[verifier.environment]\ncpus = 1"))
     assert implied.stages[0].separate_verifier and len(implied.stages[0].collect) == 1
     ledger = tmp_path / "ledger"
@@ -100,6 +101,10 @@ def test_a_verifier_environment_implies_separate_and_steps_fall_back_to_the_task
                     .replace("[steps.verifier]\n", '[steps.verifier]\nenvironment_mode = "shared"\n', 1))
     task = load_task(ledger)
     assert [s.separate_verifier for s in task.stages] == [False, True]
+    # shared and separate steps mixed in one trial: `close` is verified on the handed-over ledger.txt alone, and
+    # its oracle state (replayed through `open`'s shared verifier) still builds
+    rows = audit_task(task, backend)
+    assert [(r.stage, r.reference_reward, r.ok) for r in rows] == [("open", 1.0, True), ("close", 1.0, True)], rows
     status = {k.key: (k.status, k.docker) for k in task.support}
     assert status["verifier.environment_mode"] == status["steps[].verifier.environment_mode"] == ("honoured",
                                                                                                  "honoured")
