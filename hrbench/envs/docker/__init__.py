@@ -100,6 +100,8 @@ _SOLVE = backend_script(__name__, "solve.sh")  # Harbor's oracle, as local runs 
 _TAR_PATHS = backend_script(__name__, "tar_paths.sh")  # a tar of the workdir and persisted paths
 # a separate verifier's inputs: the local backend's script (its `out` mode), read as a file, not imported
 _HANDOVER = backend_script("hrbench.envs.local", "handover.sh")
+_WORKSPACE_GONE = ("the agent used up the container's memory until its init was killed: the container stopped, and "
+                   "the workspace it left (a tmpfs) with it; the stage is not verified")
 _WRAP = backend_script(__name__, "wrap.sh")  # the agent's command, bounded, its group killed after
 _RELAY = backend_script(__name__, "relay.py")  # the persistent shell's host side (python -I -S)
 
@@ -512,6 +514,12 @@ class DockerEnvironment(StagedEnvironment):
         """Run the stage's [[verifier.collect]] hooks, then its tests: in this container, or (a separate
         verifier, Harbor's environment_mode = "separate") in a new container of the task's image (e_0)
         that receives only the collected paths, read out by the image's tar and put in by the engine."""
+        if stage.collect or stage.separate_verifier:
+            if not self._stop_agent():
+                return VerifierResult(reward=0.0, passed=False, output="", duration_s=0.0,
+                                      agent_fault=_WORKSPACE_GONE)
+            for shell in list(self.shells):  # their bash died with every other agent process
+                shell._release()
         hooks = self._run_collect_hooks(stage)
         if not stage.separate_verifier:
             result = self._verify_here(stage)
@@ -523,27 +531,30 @@ class DockerEnvironment(StagedEnvironment):
                 verifier.close()
         return result.model_copy(update={"output": hooks + result.output})
 
+    def _stop_agent(self) -> bool:
+        """Every agent process ended before a hook or a handover: by the reaper, or, when no process can start
+        in the container (the agent used up its processes or memory), by a restart (`_restart`). False: the
+        workspace went with the container."""
+        try:
+            self._reap_all()
+        except SandboxError:
+            return self._restart()
+        return True
+
     def _run_collect_hooks(self, stage: Stage) -> str:
-        """Harbor's [[verifier.collect]], as local runs them: every agent process ended first, then each
-        hook's command as the agent user (and whatever it started ended after it)."""
+        """Harbor's [[verifier.collect]], as local runs them (every agent process ended already): each hook's
+        command as the agent user, and whatever it started ended after it."""
         notes = []
         for hook in stage.collect:
-            self._reap_all()
             run = self._wrapped(hook.command, self.user, hook.timeout_sec, task_env(self.task))
+            self._reap_all()
             status = "timed out" if run.timed_out else f"exit {run.exit_code}"
             notes.append(f"hrbench: [[verifier.collect]] {hook.command!r}: {status}\n{run.output[-2000:]}")
-        if notes:
-            self._reap_all()
-            for shell in list(self.shells):  # their bash died with every other agent process
-                shell._release()
         return "".join(f"{n.rstrip()}\n" for n in notes)
 
     def _separate_verifier(self, stage: Stage) -> DockerEnvironment:
         """A new container of the task's image holding the collected paths of this one (/logs/artifacts, the
-        task's and this stage's artifacts) at their own paths; every agent process is ended first."""
-        self._reap_all()
-        for shell in list(self.shells):
-            shell._release()
+        task's and this stage's artifacts) at their own paths (every agent process is ended already)."""
         paths = list(dict.fromkeys(("/logs/artifacts", *self.task.artifacts, *stage.artifacts)))
         archive = self._tar_out(_HANDOVER, ["out", "-", *paths], "collecting the separate verifier's inputs")
         verifier = self.backend._container(self.task, self.backend._state_id(self.task, 0))
@@ -586,9 +597,8 @@ class DockerEnvironment(StagedEnvironment):
             for shell in list(self.shells):
                 shell._release()
             # never verify the image's copy in its place: the stage is the agent's failure, unverified
-            return VerifierResult(reward=0.0, passed=False, output="", duration_s=run.duration_s, agent_fault=(
-                "the agent used up the container's memory until its init was killed: the container stopped, "
-                "and the workspace it left (a tmpfs) with it; the stage is not verified"))
+            return VerifierResult(reward=0.0, passed=False, output="", duration_s=run.duration_s,
+                                  agent_fault=_WORKSPACE_GONE)
         if restarted:
             run = self._run(argv, "0", limit + 60, env)
         for shell in list(self.shells):  # their bash died with every other agent process
