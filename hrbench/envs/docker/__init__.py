@@ -927,7 +927,9 @@ class DockerBackend:
                     if not check.passed:
                         raise SandboxError(
                             f"task {task.name!r}: replaying the reference solution of stage {stage.name!r} "
-                            f"did not pass its verifier (reward {check.reward}) on the docker backend; run "
+                            f"did not pass its verifier (reward {check.reward}"
+                            f"{'; exit reason verifier_error; ' + check.error if check.error else ''}) on the "
+                            "docker backend; run "
                             f"`hrbench tasks audit`.\n{result.output[-800:]}\n{check.output[-800:]}")
                     self._commit(env, ref, env.user)
                 finally:

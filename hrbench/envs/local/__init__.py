@@ -649,7 +649,10 @@ class LocalBackend:
         if not check.passed:
             raise SandboxError(
                 f"task {task.name!r}: replaying the reference solution of stage {stage.name!r} "
-                f"did not pass its verifier (reward {check.reward}{'; ' + check.error if check.error else ''}); "
+                # a verifier without a result (killed or timed out on a busy machine) is named as the audit
+                # names one (runner._without_result), so the audit that built this state runs again
+                f"did not pass its verifier (reward {check.reward}"
+                f"{'; exit reason verifier_error; ' + check.error if check.error else ''}); "
                 "run `hrbench tasks audit`.\n"
                 f"{result.output[-800:]}\n{check.output[-800:]}"
             )
