@@ -79,6 +79,9 @@ VERIFIER_TOOLCHAIN = "/opt/hrbench-verifier/bin"
 _STEP_COPY = backend_script(__name__, "step_copy.sh")  # a step's workdir/ files into WORKDIR, in the sandbox
 _FULL_BYTES = 1 << 20  # a sized workspace with less free space than this is full
 STEP_FILES = "/opt/hrbench-step-workdir"  # a step's workdir/ files, bound read-only while they are copied in
+# a separate verifier's inputs in transit (handover.sh): the agent's sandbox writes a tar here, the fresh one reads it
+HANDOVER = "/opt/hrbench-handover"
+_HANDOVER = backend_script(__name__, "handover.sh")
 
 
 def _sandbox_args(root: Path, workdir: str, limits: SandboxLimits, extra: list[str] | None = None,
@@ -243,11 +246,12 @@ class LocalEnvironment(StagedEnvironment):
         self.artifacts_dir: Path | None = None  # where verify() copies artifacts (per stage), when set
 
     def _confined(self, command: list[str], group: TrialCgroup, extra: list[str] | None = None,
-                  **kwargs) -> list[str]:
-        """The command line of one of the trial's sandboxes (`_sandbox_args`), in the trial's network
-        namespace when there is one; start it with `pass_fds=self._fds`."""
+                  root: Path | None = None, **kwargs) -> list[str]:
+        """The command line of one of the trial's sandboxes (`_sandbox_args`) over the trial directory `root`
+        (the trial's own by default), in the trial's network namespace when there is one; start it with
+        `pass_fds=self._fds`."""
         netns = self.netns
-        args = _sandbox_args(self.root, self.task.workdir, self.limits, extra, persist=self.task.persist,
+        args = _sandbox_args(root or self.root, self.task.workdir, self.limits, extra, persist=self.task.persist,
                              joined_netns=netns is not None, **kwargs)
         return confined_argv(args, command, self.limits, group, netns)
 
@@ -351,11 +355,67 @@ class LocalEnvironment(StagedEnvironment):
             self._cgroup.kill()
 
     def verify(self, stage: Stage) -> VerifierResult:
-        """Copy the stage's tests in (read-only), run them, read the reward, remove them.
+        """Run the stage's [[verifier.collect]] hooks, then its tests: in this trial's sandbox, or (a separate
+        verifier, Harbor's environment_mode = "separate") in a fresh one that holds only the collected paths.
 
         No agent process is alive while the verifier runs, /logs starts empty, and the reward is
         read only once the verifier's whole process tree is dead."""
         self.stop_agent_processes()
+        hooks = self._run_collect_hooks(stage)
+        if not stage.separate_verifier:
+            result = self._verify_in(stage, self.root)
+        else:
+            fresh = area_tempdir("separate-verifier")
+            mounted = mount_sized_tmpfs(fresh, self.limits.workspace_mb, harness_owned=True)
+            try:
+                prepare_trial_dir(fresh, self.task)
+                self._hand_over(stage, fresh)
+                result = self._verify_in(stage, fresh)
+            finally:
+                if mounted:
+                    unmount(fresh)
+                shutil.rmtree(fresh, ignore_errors=True)
+        return result.model_copy(update={"output": hooks + result.output, "artifacts": self._collect_artifacts(stage)})
+
+    def _run_collect_hooks(self, stage: Stage) -> str:
+        """Harbor's [[verifier.collect]]: each hook's command in the trial's sandbox (the agent's view, its
+        limits), after the agent's turn and before anything is collected; whatever a hook starts is ended
+        after it. A failing hook is reported in the verifier's output, and the verifier judges what it left."""
+        notes = []
+        for hook in stage.collect:
+            run = run_confined(self._confined(["/bin/bash", "-s"], self.cgroup, env=task_env(self.task)),
+                               hook.command, hook.timeout_sec, self.cgroup, pass_fds=self._fds)
+            self.stop_agent_processes()
+            status = "timed out" if run.timed_out else f"exit {run.exit_code}"
+            notes.append(f"hrbench: [[verifier.collect]] {hook.command!r}: {status}\n{run.output[-2000:]}")
+        return "".join(f"{n.rstrip()}\n" for n in notes)
+
+    def _hand_over(self, stage: Stage, fresh: Path) -> None:
+        """The collected paths (/logs/artifacts, the task's and this stage's artifacts) copied from this
+        trial's sandbox into `fresh`'s, as a tar that one sandbox writes and the other extracts: the host
+        resolves no path the agent could have written."""
+        box = area_tempdir("handover")
+        try:
+            sandbox_owner(box)
+            paths = list(dict.fromkeys(("/logs/artifacts", *self.task.artifacts, *stage.artifacts)))
+            timeout = stage.verifier_timeout_sec or self.task.verifier_timeout_sec
+            out = run_confined(self._confined(["/bin/bash", "-s", "out", f"{HANDOVER}/handover.tar", *paths],
+                                              self.verifier_cgroup, ["--bind", str(box), HANDOVER], env=task_env(self.task)),
+                               _HANDOVER, timeout, self.verifier_cgroup, pass_fds=self._fds)
+            self.verifier_cgroup.kill()
+            into = run_confined(self._confined(["/bin/bash", "-s", "in", f"{HANDOVER}/handover.tar"], self.verifier_cgroup,
+                                               ["--ro-bind", str(box), HANDOVER], root=fresh, env=task_env(self.task)),
+                                _HANDOVER, timeout, self.verifier_cgroup, pass_fds=self._fds)
+            self.verifier_cgroup.kill()
+        finally:
+            shutil.rmtree(box, ignore_errors=True)
+        for what, run in (("collecting", out), ("handing over", into)):
+            if run.exit_code != 0:
+                raise SandboxError(f"task {self.task.name!r}: {what} the separate verifier's inputs failed "
+                                   f"(exit {run.exit_code}):\n{run.output[-800:]}")
+
+    def _verify_in(self, stage: Stage, root: Path) -> VerifierResult:
+        """Copy the stage's tests in (read-only), run them over the trial directory `root`, read the reward."""
         tmp = area_tempdir("verify")
         try:
             tests, logs = tmp / "tests", tmp / "logs"
@@ -380,7 +440,8 @@ class LocalEnvironment(StagedEnvironment):
                 env["PATH"] = f"{VERIFIER_TOOLCHAIN}:{env.get('PATH', SANDBOX_PATH)}"
                 timeout = stage.verifier_timeout_sec or self.task.verifier_timeout_sec
                 group = self.verifier_cgroup
-                argv = self._confined(["/bin/bash", "/tests/test.sh"], group, extra, nested_userns=True, env=env)
+                argv = self._confined(["/bin/bash", "/tests/test.sh"], group, extra, root=root, nested_userns=True,
+                                      env=env)
                 events = group.limit_events()
                 result = run_confined(argv, "", timeout, group, VERIFIER_OUTPUT_LIMIT, pass_fds=self._fds)
                 if not group.kill():
@@ -407,7 +468,6 @@ class LocalEnvironment(StagedEnvironment):
             rewards=rewards,
             error=error,
             agent_fault=agent_fault,
-            artifacts=self._collect_artifacts(stage),
         )
 
     def _agent_fault(self, before: dict[str, int], after: dict[str, int]) -> str | None:
@@ -643,7 +703,10 @@ class LocalBackend:
         if not check.passed:
             raise SandboxError(
                 f"task {task.name!r}: replaying the reference solution of stage {stage.name!r} "
-                f"did not pass its verifier (reward {check.reward}{'; ' + check.error if check.error else ''}); "
+                # a verifier without a result (killed or timed out on a busy machine) is named as the audit
+                # names one (runner._without_result), so the audit that built this state runs again
+                f"did not pass its verifier (reward {check.reward}"
+                f"{'; exit reason verifier_error; ' + check.error if check.error else ''}); "
                 "run `hrbench tasks audit`.\n"
                 f"{result.output[-800:]}\n{check.output[-800:]}"
             )
