@@ -25,9 +25,9 @@ slow_deps_ready() {
 }
 # A failing pass still waits for the background installs, so none is cut off half-way.
 trap 'wait "$deps" 2>/dev/null || true; rm -f "$deps_log"' EXIT
-# Every pass runs on two workers (pytest-xdist): most tests wait on sandboxes, subprocesses and servers, not on
-# the cores. A test module runs on one worker (its module-scoped studies are built once), the docker suite too
-# (one podman service); the longest start first (tests/conftest.py).
+# The default and S3 passes run on two workers (pytest-xdist): most tests wait on sandboxes, subprocesses and
+# servers, not on the cores. A test module runs on one worker (its module-scoped studies are built once); the
+# longest start first (tests/conftest.py).
 workers=(-n "${HRBENCH_TEST_WORKERS:-2}" --dist loadfile)
 .venv/bin/python -m pytest "${workers[@]}"
 # The default suite's tests that open a store, again with every store on moto's S3 server on loopback
@@ -42,4 +42,6 @@ if [ "${HRBENCH_DOCKER:-1}" = 0 ]; then ignore=(--ignore=tests/docker); fi
 # the built-in tasks beyond two per family, the docker study's `auto` twin) run only when asked:
 # HRBENCH_LONG=1 ./scripts/test.sh
 if [ "${HRBENCH_LONG:-0}" = 1 ]; then marks="slow"; else marks="slow and not long"; fi
-.venv/bin/python -m pytest "${workers[@]}" -m "$marks" "${ignore[@]}" || [ $? -eq 5 ]
+# The slow pass runs one module at a time: it holds the tests that load the machine on purpose (the soak, hostile
+# and starving agents) and the studies they would otherwise slow down past their wall-clock limits.
+.venv/bin/python -m pytest -m "$marks" "${ignore[@]}" || [ $? -eq 5 ]
