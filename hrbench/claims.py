@@ -84,8 +84,7 @@ def mark_residual_claims(study: Study, table: pd.DataFrame, outcomes: list[TaskO
 
     def interval_at(scope: str, name: str, level: float) -> dict:
         rows = residual_table(outcomes, zero_rule=zero_rule, n_boot=study.bootstrap.n_boot,
-                              seed=study.bootstrap.seed, level=level, scopes=(scope,),
-                              quadrant_thresholds=study.quadrant)
+                              level=level, scopes=(scope,), quadrant_thresholds=study.quadrant)
         return next(r.model_dump() for r in rows if r.name == name)
 
     return _mark(table, claimed, study, "gamma", interval_at)
@@ -98,7 +97,7 @@ def mark_contrast_claims(study: Study, table: pd.DataFrame, condition: str, base
 
     def interval_at(scope: str, name: str, level: float) -> dict:
         rows = paired_difference(base, other, zero_rule=study.zero_rule, n_boot=study.bootstrap.n_boot,
-                                 seed=study.bootstrap.seed, level=level, scopes=(scope,),
+                                 level=level, scopes=(scope,),
                                  shared_checkpoint=shared_checkpoint)
         return next(r.model_dump() for r in rows if r.name == name)
 
