@@ -90,6 +90,8 @@ def run_into(study: Path, out: Path, run_study: Callable[[Path, Path, Console, b
     console.print("Exploratory (every row but the claims above). tasks: sampled — interval for the population of "
                   "tasks the row's tasks stand for (none for a row without a family of ≥ 2 tasks); tasks: fixed — "
                   "these tasks only. Truth: simulated agents only. Flags: docs/statistics.md §3.")
+    for line in rule_note_lines(summary):
+        console.print(line, markup=False, soft_wrap=True)
     for line in _missing_lines(summary):
         console.print(line, markup=False, style="yellow")
     if summary["contrasts"]:
@@ -169,6 +171,21 @@ def _residual_table(summary: dict) -> Table:
                       _interval(r["trial_ci_low"], r["trial_ci_high"]), _fmt(r["true_gamma"]),
                       escape(", ".join(r.get("flags") or []) or "—"))
     return table
+
+
+def rule_note_lines(summary: dict) -> list[str]:
+    """Where the zero rule moved an estimate off the raw ratio (a count at 0 or m): one line per row the table
+    above shows, then how many task rows (not shown) it moved, with where their notes are."""
+    moved = [r for r in summary["residuals"] if r.get("rule_note")]
+    lines = [f"{r['agent']} {r.get('condition') or 'baseline'} {r['scope']} {r['name']}: {r['rule_note']}"
+             for r in moved if r["scope"] != "task"]
+    tasks = sum(r["scope"] == "task" for r in moved)
+    if tasks:
+        rule = next(r["zero_rule"] for r in moved)
+        lines.append(f"task rows: the {rule} rule moved {tasks} task rows' P_exp, P_obs and Γ off the raw ratio at a "
+                     "count of 0 or m (each row's rule_note: summary.json, report's residual table); family and overall "
+                     "rows sum the raw ratios")
+    return lines
 
 
 def _missing_lines(summary: dict) -> list[str]:
