@@ -185,16 +185,17 @@ RULE_READING = {"jeffreys": "every k/m as (k+Â½)/(m+1)", "haldane": "k/m as (k+Â
 
 
 def _at_boundary(t: TaskOutcomes) -> list[str]:
-    """The counts of a task at 0 or m ("stages 1, 3: 4/4", "natural 0/4"), checkpoint then natural."""
+    """The counts of a task at 0 or at their trials ("checkpoint 4/4 at stages 1, 3", "natural 5/5 at stage 2"):
+    checkpoint k_i of m_i, then the natural conditionals passed_i of reached_i, stages grouped by count."""
     out = []
-    for label, hit in (("0", lambda k, m: k == 0), ("m", lambda k, m: k == m)):
-        stages = [str(i + 1) for i, (k, m) in enumerate(zip(t.checkpoint_k, t.checkpoint_m)) if hit(k, m)]
+    for kind, k, n in (("checkpoint", t.checkpoint_k, t.checkpoint_m), ("natural", t.passed, t.reached)):
+        stages: dict[str, list[str]] = {}
+        for i, (ki, ni) in enumerate(zip(k.tolist(), n.tolist())):
+            if ki == 0 or ki == ni:
+                stages.setdefault(f"{ki}/{ni}", []).append(str(i + 1))
         if stages:
-            m = int(t.checkpoint_m[int(stages[0]) - 1])
-            out.append(f"stage{'s' if len(stages) > 1 else ''} {', '.join(stages)} {0 if label == '0' else m}/{m}")
-    k0 = int(t.passed[-1])
-    if k0 in (0, t.m0):
-        out.append(f"natural {k0}/{t.m0}")
+            out.append(f"{kind} " + ", ".join(f"{count} at stage{'s' if len(at) > 1 else ''} {', '.join(at)}"
+                                              for count, at in stages.items()))
     return out
 
 
