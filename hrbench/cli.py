@@ -276,6 +276,9 @@ def plan(study: Path = typer.Argument(..., help="study YAML file"),
 
 def _print_claim_plan(run, claims: list, target: float, n_sims: int) -> None:
     """The confirmatory claims at the declared design (hrbench.plan.plan_claims), one row each."""
+    from hrbench.plan import MAX_TASKS_FACTOR
+    from hrbench.stats.cluster import FAMILY_LEVEL_MIN
+
     study = run.study
     if not claims:
         console.print("claims: no family has 2 tasks, so no claim has a tasks-sampled interval to plan")
@@ -284,23 +287,30 @@ def _print_claim_plan(run, claims: list, target: float, n_sims: int) -> None:
     table = Table(title=f"Claims at the declared design · m_i={study.trials.checkpoint}, m_0={study.trials.natural}, "
                         f"{len(run.tasks)} tasks · {pct} tasks-sampled half-widths")
     for column in ("agent", "claim", "truth", "±predicted", "±simulated", "sim/pred", "P(different)",
-                   "P(equivalent)", f"tasks × for ±{target:g}", f"m_i for ±{target:g}"):
+                   "P(equivalent)", f"tasks for ±{target:g}", "±pred", "±sim", "sim/pred ", f"m_i for ±{target:g}"):
         table.add_column(column, justify="left" if column in ("agent", "claim") else "right")
     for c in claims:
         what = f"Γ({c.condition})" if c.kind == "residual" else \
             f"ΔΓ({c.condition}){' shared' if c.shared_checkpoint else ''}"
+        sized = ("—", "—", "—") if c.tasks_needed is None else (
+            f"{c.half_width_sized_predicted:.3f}", _fmt(c.half_width_sized_simulated),
+            "—" if c.sized_ratio is None else f"{c.sized_ratio:.2f}")
         table.add_row(c.agent, what, f"{c.truth:.3f}", f"{c.half_width_predicted:.3f}",
                       f"{c.half_width_simulated:.3f}", f"{c.ratio:.2f}", f"{c.power_different:.2f}",
-                      "—" if c.power_equivalent is None else f"{c.power_equivalent:.2f}", f"{c.tasks_factor:.2f}",
-                      "unreachable" if c.m_needed is None else str(c.m_needed))
+                      "—" if c.power_equivalent is None else f"{c.power_equivalent:.2f}",
+                      f"> {MAX_TASKS_FACTOR * len(run.tasks)}" if c.tasks_needed is None else str(c.tasks_needed),
+                      *sized, "unreachable" if c.m_needed is None else str(c.m_needed))
     Console(width=max(console.width, 160)).print(table)
     if claims:
         console.print(f"±predicted: cluster-t half-width from the tasks' spread and the trial variances; ±simulated: "
                       f"mean over {n_sims} simulated studies (ratio {min(c.ratio for c in claims):.2f}–"
                       f"{max(c.ratio for c in claims):.2f}); P(different)/P(equivalent): share of them whose adjusted "
-                      f"interval excludes 0 / lies inside the margin; tasks ×: the declared tasks (same family mix) "
-                      f"times this reaches ±{target:g} at the declared trials; m_i: trials per stage that reach it "
-                      "with the declared tasks ('unreachable': the tasks' spread alone is wider).",
+                      f"interval excludes 0 / lies inside the margin; tasks for ±{target:g}: the fewest tasks (the declared "
+                      f"family mix, each family's tasks repeated in turn: tasks sampled) whose predicted half-width "
+                      f"reaches it at the declared trials, with that half-width predicted and simulated over {n_sims} "
+                      f"studies of that size beside it; families are held fixed (resampled only from "
+                      f"{FAMILY_LEVEL_MIN} families); m_i: trials per stage that reach it with the declared tasks "
+                      "('unreachable': the tasks' spread alone is wider).",
                       markup=False, soft_wrap=True)
 
 
