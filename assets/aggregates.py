@@ -1,6 +1,8 @@
 """The per-agent aggregates over every condition: intervention contrasts, the sensitivity sweep and the
 resource accounting."""
 
+from typing import Callable
+
 import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, AssetKey, AssetsDefinition, Output, asset
 
@@ -10,7 +12,19 @@ from assets.common import (
 )
 from assets.partitions import AGENTS
 from hrbench import analysis
+from hrbench.design import StudyDesign
 from resources.study import StudyResource
+
+
+def _over_conditions(context: AssetExecutionContext, study: StudyResource, checkpoint_trials: pd.DataFrame,
+                     natural: dict[str, pd.DataFrame],
+                     compute: Callable[[StudyDesign, str, pd.DataFrame, pd.DataFrame], pd.DataFrame]) -> Output[dict]:
+    """Each agent's table from its checkpoint trials and its natural rollouts of every condition together."""
+    run = study.run()
+    rollouts = pd.concat(natural.values(), ignore_index=True)
+    tables, regs = per_agent_tables(context, run, lambda a: compute(
+        run.design, a, of_agent(checkpoint_trials, a), of_agent(rollouts, a)))
+    return versioned_output(tables, data_version(tables), metadata=asset_metadata(run, tables, regs))
 
 
 def aggregate_assets(conditions: list[str], version: str) -> list[AssetsDefinition]:
@@ -25,11 +39,7 @@ def aggregate_assets(conditions: list[str], version: str) -> list[AssetsDefiniti
     def intervention_contrasts(context: AssetExecutionContext, study: StudyResource, checkpoint_trials: pd.DataFrame,
                                **natural: pd.DataFrame) -> Output[dict]:
         """ΔΓ(I) = Γ(baseline) − Γ(I) per condition, task, family and overall, paired over tasks."""
-        run = study.run()
-        rollouts = pd.concat(natural.values(), ignore_index=True)
-        tables, regs = per_agent_tables(context, run, lambda a: analysis.intervention_contrasts(
-            run.design, a, of_agent(checkpoint_trials, a), of_agent(rollouts, a)))
-        return versioned_output(tables, data_version(tables), metadata=asset_metadata(run, tables, regs))
+        return _over_conditions(context, study, checkpoint_trials, natural, analysis.intervention_contrasts)
 
     @asset(group_name=ESTIMATES, ins={"checkpoint_trials": AssetIn(partition_mapping=BY_AGENT),
                                       "natural_trials": AssetIn(key=AssetKey(["baseline", "natural_trials"]),
@@ -54,11 +64,7 @@ def aggregate_assets(conditions: list[str], version: str) -> list[AssetsDefiniti
     def resource_accounting(context: AssetExecutionContext, study: StudyResource, checkpoint_trials: pd.DataFrame,
                             **natural: pd.DataFrame) -> Output[dict]:
         """Turns, tokens, wall time and cost per condition and trial kind, side by side."""
-        run = study.run()
-        rollouts = pd.concat(natural.values(), ignore_index=True)
-        tables, regs = per_agent_tables(context, run, lambda a: analysis.resource_accounting(
-            run.design, a, of_agent(checkpoint_trials, a), of_agent(rollouts, a)))
-        return versioned_output(tables, data_version(tables), metadata=asset_metadata(run, tables, regs))
+        return _over_conditions(context, study, checkpoint_trials, natural, analysis.resource_accounting)
 
     # A study of the baseline alone has no intervention to contrast: no contrasts asset.
     return [*([intervention_contrasts] if len(conditions) > 1 else []), sensitivity_sweep, resource_accounting]

@@ -7,7 +7,7 @@ trial kinds of one condition). Times, for the same data:
   intervals (MOVER–Jeffreys), family rows and ``all``, both estimands. Since the
   tasks-fixed aggregate interval became closed-form (MOVER of effective-count Jeffreys
   limits, docs/statistics.md §7.3) the default draws no replicate at all;
-* ``residual_table(fixed_interval="bootstrap")``: the same table with the trial bootstrap
+* ``compare.residual_table(fixed_interval="bootstrap")``: the same table with the trial bootstrap
   option (10,000 replicates per task: the bank with raw P's) for the tasks-fixed interval;
 * the two-stage bootstrap option (``hierarchical="tasks_then_trials"``, ``all`` row) for comparison.
 
@@ -29,7 +29,9 @@ import time
 
 import numpy as np
 
-from hrbench.stats.bootstrap import hierarchical_gammas, pack, trial_bank
+from hrbench.stats import compare
+from hrbench.stats.compare.bootstrap import hierarchical_gammas, trial_bank
+from hrbench.stats.packed import pack
 from hrbench.stats.residuals import residual_table
 from hrbench.stats.synthetic import simulate_task
 
@@ -50,12 +52,12 @@ def main() -> None:
         tasks.append(simulate_task(f"t{j}", f"fam{j % 4}", q, r, args.trials, args.trials, rng))
 
     t0, c0 = time.perf_counter(), time.process_time()
-    rows = residual_table(tasks, n_boot=args.boot, seed=0)
+    rows = residual_table(tasks, n_boot=args.boot)
     t_table, c_table = time.perf_counter() - t0, time.process_time() - c0
     peak_default = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is KiB on Linux
 
     t0, c0 = time.perf_counter(), time.process_time()
-    boot_rows = residual_table(tasks, n_boot=args.boot, seed=0, fixed_interval="bootstrap")
+    boot_rows = compare.residual_table(tasks, n_boot=args.boot, seed=0, fixed_interval="bootstrap")
     t_boot, c_boot = time.perf_counter() - t0, time.process_time() - c0
     del boot_rows
 

@@ -150,7 +150,7 @@ def run_cell(args: tuple) -> dict:
             ("task", f"t{j}"): true_gamma([c]) for j, c in enumerate(chosen)
         } | {("family", "A"): true_gamma(chosen[:nf]), ("family", "B"): true_gamma(chosen[nf:]),
              ("all", "all"): true_gamma(chosen)}
-        for row in residual_table(tasks, n_boot=n_boot, seed=rep):
+        for row in residual_table(tasks, n_boot=n_boot):
             fixed = truth_of[(row.scope, row.name)]
             flags = set(row.flags)
             # "few-tasks"/"too-few-tasks" speak of the tasks-sampled interval only.

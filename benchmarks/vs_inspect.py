@@ -17,12 +17,13 @@ machine's load falls on all alike; the medians over the rounds and their ratios 
 time and for the machine time of each side's whole process tree (a fresh cgroup-v1 `cpuacct` group per
 measurement, kernel included, other users' load excluded: the steadier figure on a shared machine).
 
-    .venv/bin/python benchmarks/vs_inspect.py [--rounds 3] [--trials 60]
+    .venv/bin/python benchmarks/vs_inspect.py [--rounds 3] [--trials 60] [--before CHECKOUT]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -117,10 +118,13 @@ def inspect_python(venv: Path) -> str:
     return str(python)
 
 
-def one_measurement(python: str, side: str, trials: int) -> tuple[float, float]:
-    """(wall of the trials, machine time of the side's whole process, imports included) in seconds."""
+def one_measurement(python: str, side: str, trials: int, code: str | None = None) -> tuple[float, float]:
+    """(wall of the trials, machine time of the side's whole process, imports included) in seconds;
+    `code`: a checkout whose hrbench the side imports instead (PYTHONPATH)."""
+    env = {**os.environ, "PYTHONPATH": code} if code else None
+    side = "hrbench" if side == "hrbench-before" else side
     out = subprocess.run([python, str(HERE), "--side", side, "--trials", str(trials)], capture_output=True,
-                         text=True, check=True, cwd=HERE.parent.parent).stdout
+                         text=True, check=True, cwd=HERE.parent.parent, env=env).stdout
     wall, cpu = out.strip().splitlines()[-1].split()
     return float(wall), float(cpu)
 
@@ -130,6 +134,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--trials", type=int, default=60, help="n: each side runs n and 2n trials per round")
     parser.add_argument("--venv", type=Path, default=Path(tempfile.gettempdir()) / "hrbench-inspect-venv")
+    parser.add_argument("--before", help="another checkout (e.g. `git archive` of the code before a change): "
+                                         "measured as a fourth side, hrbench-before, in the same rounds")
     parser.add_argument("--side", choices=sorted(SIDES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:
@@ -144,27 +150,33 @@ def main() -> None:
         print(wall, cpu)
         return
     pythons = {"hrbench": sys.executable, "inspect": inspect_python(args.venv), "floor": sys.executable}
+    if args.before:
+        pythons["hrbench-before"] = sys.executable
+    sides = list(pythons)
     version = subprocess.run([pythons["inspect"], "-c", "import inspect_ai; print(inspect_ai.__version__)"],
                              capture_output=True, text=True).stdout.strip()
     print(f"{WORKERS} workers, n = {args.trials}, {args.rounds} rounds; inspect-ai {version}; "
           f"load at start {Path('/proc/loadavg').read_text().split()[0]}")
-    wall: dict[str, list[float]] = {side: [] for side in SIDES}
-    cpu: dict[str, list[float]] = {side: [] for side in SIDES}
+    wall: dict[str, list[float]] = {side: [] for side in sides}
+    cpu: dict[str, list[float]] = {side: [] for side in sides}
     for r in range(args.rounds):
-        order = list(SIDES)[r % 3:] + list(SIDES)[:r % 3]  # rotate who goes first
+        order = sides[r % len(sides):] + sides[:r % len(sides)]  # rotate who goes first
         for side in order:
-            small = one_measurement(pythons[side], side, args.trials)
-            large = one_measurement(pythons[side], side, 2 * args.trials)
+            code = args.before if side == "hrbench-before" else None
+            small = one_measurement(pythons[side], side, args.trials, code)
+            large = one_measurement(pythons[side], side, 2 * args.trials, code)
             wall[side].append(1000 * (large[0] - small[0]) / args.trials)
             cpu[side].append(1000 * (large[1] - small[1]) / args.trials)
-        print(f"round {r + 1}: " + ", ".join(f"{s} {wall[s][-1]:.1f} ms ({cpu[s][-1]:.1f} ms CPU)" for s in SIDES)
+        print(f"round {r + 1}: " + ", ".join(f"{s} {wall[s][-1]:.1f} ms ({cpu[s][-1]:.1f} ms CPU)" for s in sides)
               + f" per extra trial (load {Path('/proc/loadavg').read_text().split()[0]})", flush=True)
     for label, values in (("wall at 2 workers", wall), ("machine time (cpuacct: the side's whole process tree, "
                                                           "kernel included)", cpu)):
         med = {side: statistics.median(v) for side, v in values.items()}
         print(f"medians per extra trial, {label}: " + ", ".join(f"{s} {m:.1f} ms" for s, m in med.items())
               + f"; hrbench / inspect-ai = {med['hrbench'] / med['inspect']:.2f}, "
-              f"hrbench / two-bwrap floor = {med['hrbench'] / med['floor']:.2f}")
+              f"hrbench / two-bwrap floor = {med['hrbench'] / med['floor']:.2f}"
+              + (f"; hrbench-before / inspect-ai = {med['hrbench-before'] / med['inspect']:.2f}, "
+                 f"hrbench-before / floor = {med['hrbench-before'] / med['floor']:.2f}" if args.before else ""))
 
 
 if __name__ == "__main__":

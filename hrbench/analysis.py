@@ -319,8 +319,7 @@ def residual_frame(design: StudyDesign, agent: str, outcomes: list[TaskOutcomes]
     """Γ̂ with intervals per task, family and overall under one estimand, with the sim truth of the same."""
     study = design.study
     rows = residual_table(outcomes, zero_rule=estimand.zero_rule, n_boot=study.bootstrap.n_boot,
-                          seed=study.bootstrap.seed, level=study.bootstrap.level,
-                          quadrant_thresholds=study.quadrant)
+                          level=study.bootstrap.level, quadrant_thresholds=study.quadrant)
     table = pd.DataFrame([r.model_dump() for r in rows])
     table.insert(0, "condition", estimand.condition)
     table.insert(0, "agent", agent)
@@ -503,7 +502,7 @@ def intervention_contrasts(design: StudyDesign, agent: str, checkpoint: pd.DataF
         outcomes = [t for t in outcomes if t.name in both]
         shared = est.protocol.protocol_hash() == base.protocol.protocol_hash()
         rows = paired_difference(paired_base, outcomes, zero_rule=study.zero_rule, n_boot=study.bootstrap.n_boot,
-                                 seed=study.bootstrap.seed, level=study.bootstrap.level, shared_checkpoint=shared)
+                                 level=study.bootstrap.level, shared_checkpoint=shared)
         truth, base_truth = true_gammas(design, agent, outcomes, est), true_gammas(design, agent, paired_base, base)
         terms = {a.name: _term_changes(a, b, study.zero_rule) for a, b in zip(paired_base, outcomes)}
         table = pd.DataFrame([r.model_dump() for r in rows]).rename(columns={"delta": "delta_gamma"})

@@ -70,8 +70,7 @@ def residual_claim_values(study: Study, row: dict, outcomes: list[TaskOutcomes],
 
     def interval_at(scope: str, name: str, level: float) -> dict:
         rows = residual_table(outcomes, zero_rule=zero_rule, n_boot=study.bootstrap.n_boot,
-                              seed=study.bootstrap.seed, level=level, scopes=(scope,),
-                              quadrant_thresholds=study.quadrant)
+                              level=level, scopes=(scope,), quadrant_thresholds=study.quadrant)
         return next(r.model_dump() for r in rows if r.name == name)
 
     return claim_values(row, study, "gamma", interval_at)
@@ -83,7 +82,7 @@ def contrast_claim_values(study: Study, row: dict, base: list[TaskOutcomes], oth
 
     def interval_at(scope: str, name: str, level: float) -> dict:
         rows = paired_difference(base, other, zero_rule=study.zero_rule, n_boot=study.bootstrap.n_boot,
-                                 seed=study.bootstrap.seed, level=level, scopes=(scope,),
+                                 level=level, scopes=(scope,),
                                  shared_checkpoint=shared_checkpoint)
         return next(r.model_dump() for r in rows if r.name == name)
 

@@ -15,7 +15,7 @@ from hrbench.agents.base import Message
 from hrbench.agents.factory import make_agent
 from hrbench.design import StudyDesign, segments, unit_name
 from hrbench.envs.base import SandboxError
-from hrbench.envs.registry import BackendOptions, TaskBackends, backend_for_task
+from hrbench.envs.registry import BackendOptions, TaskBackends, backend_for_task, task_backend
 from hrbench.harbor_io.jobs import trial_record
 from hrbench.harness.journal import run_trials
 from hrbench.harness.records import TrialRecord, TrialSpec
@@ -154,7 +154,7 @@ class TrialRunner:
             for retry in range(retries.max_attempts):
                 if retry:
                     time.sleep(retries.backoff(retry))
-                rows = cached_audit(task, self.backend.for_task(task))
+                rows = cached_audit(task, task_backend(self.backend, task))
                 if not any(_without_result(r) for r in rows):
                     break
             return rows

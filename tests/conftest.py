@@ -56,18 +56,69 @@ NO_STORE_MODULES = frozenset({
     "test_audit.py", "test_bad_input.py", "test_check_library.py", "test_core_boundary.py", "test_import_cycles.py",
     "test_plan_cli.py", "test_sandbox.py", "test_sim_agent.py", "test_static_names.py", "test_study_file.py",
     "test_tamper.py", "test_task_loader.py", "test_transduction_records.py",
+    "test_layers.py", "stats/test_claims.py", "test_backend_registry.py", "deploy/test_k8s_values.py",
+    "deploy/test_instance_config.py", "harbor/test_atif.py", "security/test_verifier_attribution.py",
+    "security/test_cached_states.py", "security/test_bind_sources.py", "test_suite_selection.py",
 })
 # Tests of those modules that do open a store (they run in both passes).
-STORE_TESTS = frozenset({"test_bad_input.py::test_a_journal_path_that_is_a_directory_is_one_clear_error"})
+STORE_TESTS = frozenset({
+    "test_bad_input.py::test_a_journal_path_that_is_a_directory_is_one_clear_error",
+    "test_backend_registry.py::test_a_study_run_uses_the_backend_registered_under_its_name",
+    "security/test_cached_states.py::test_a_state_edited_from_outside_is_named_by_verify_and_rebuilt",
+})
 TESTS = Path(__file__).resolve().parent
 
 
+# -- two workers ---------------------------------------------------------------------------------
+# scripts/test.sh runs every pass on two pytest-xdist workers. A group of tests runs on one worker, in order:
+# each module is a group (its module-scoped studies are built once), and the docker suite is one group (one
+# podman service, and the state images its session fixture builds once). Groups are handed out in collection
+# order as workers free up, so the modules that take minutes come first (per-test durations in
+# docs/performance.md) and the two workers finish together. A stale list only costs time, never an outcome.
+DOCKER_GROUP = "docker/"
+LONGEST_FIRST = (
+    "test_demo.py", DOCKER_GROUP, "deploy/test_postgres_deployment.py", "test_soak.py",  # the slow pass
+    "test_matched.py", "deploy/test_lineage.py", "test_pipeline.py", "agents/test_study_e2e.py",  # the default
+    "test_checkpoint_variants.py", "test_resume_lock.py", "test_core_boundary.py",
+)
+
+
+def worker_group(module: str) -> str:
+    """The group a test module's tests run in on the workers (see above); `module` relative to tests/."""
+    return DOCKER_GROUP if module.startswith(DOCKER_GROUP) else module
+
+
+def _start_rank(module: str) -> int:
+    group = worker_group(module)
+    return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadfile` with the groups above, in collection order rather than by group size (xdist's own
+    `xdist_group` marks do not take with pytest 9, which no longer reads the node id xdist rewrites)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid.split("::", 1)[0].removeprefix("tests/"))
+
+    config.option.loadscopereorder = False
+    return ModuleGroups(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)  # run last, the sort did not survive collection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    modules = {}
     for item in items:
         module = item.path.relative_to(TESTS).as_posix() if item.path.is_relative_to(TESTS) else ""
+        modules[item] = module
         if (module in NO_STORE_MODULES and item.get_closest_marker("slow") is None
                 and f"{module}::{item.name}" not in STORE_TESTS):
             item.add_marker(pytest.mark.no_store)
+    items.sort(key=lambda item: _start_rank(modules[item]))  # stable: a module's tests keep their order
 
 
 def _store_trace_path(scratch: Path) -> Path | None:

@@ -10,6 +10,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -37,14 +39,17 @@ def test_unmarked_opens(tmp_path):
 '''
 
 
-def test_a_no_store_test_that_opens_a_store_fails_in_the_local_pass(tmp_path: Path):
+# scripts/test.sh runs the local pass on pytest-xdist's workers: the guard must hold there too (the workers
+# share the trace file their controller names, and each reads it under its own tests' ids)
+@pytest.mark.parametrize("workers", [[], ["-n", "2", "--dist", "load"]], ids=["one-process", "xdist-workers"])
+def test_a_no_store_test_that_opens_a_store_fails_in_the_local_pass(tmp_path: Path, workers: list[str]):
     (tmp_path / "test_probe.py").write_text(PROBE)
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    no_store: never opens a store\n")
     env = {k: v for k, v in os.environ.items() if k not in ("HRBENCH_TEST_STORE_TRACE", "PYTEST_CURRENT_TEST")}
     env["HRBENCH_STORE"] = "local"
     report = tmp_path / "report.xml"
     subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.conftest", "-c", str(tmp_path / "pytest.ini"),
-                    "--rootdir", str(tmp_path), "-p", "no:cacheprovider", f"--junitxml={report}",
+                    "--rootdir", str(tmp_path), "-p", "no:cacheprovider", f"--junitxml={report}", *workers,
                     str(tmp_path / "test_probe.py")], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     verdicts = {}
     for case in ET.parse(report).getroot().iter("testcase"):

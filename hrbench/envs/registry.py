@@ -122,3 +122,9 @@ class TaskBackends:
 
     def restore(self, env: Environment, stages_done: int) -> None:
         self.for_task(env.task).restore(env, stages_done)
+
+
+def task_backend(backend: Backend, task: Task) -> Backend:
+    """The backend that runs `task` itself: a study's TaskBackends routes each task to its own (`auto`);
+    any other backend runs every task. What a cache keyed on the sandbox (audit, depth) must name."""
+    return backend.for_task(task) if isinstance(backend, TaskBackends) else backend

@@ -87,7 +87,7 @@ def _descendants(pid: int) -> list[int]:
 class PersistentShell:
     """One long-lived sandboxed bash for one trial (see module docstring)."""
 
-    def __init__(self, argv: list[str], read_limit: int = OUTPUT_LIMIT):
+    def __init__(self, argv: list[str], read_limit: int = OUTPUT_LIMIT, pass_fds: tuple[int, ...] = ()):
         self.closed = False  # set by close(): the environment ended this shell (e.g. to verify)
         self.read_limit = read_limit
         self._nonce = secrets.token_hex(8)
@@ -100,7 +100,7 @@ class PersistentShell:
         self._carry = b""
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, bufsize=0, env=LAUNCH_ENV, cwd="/",
+            start_new_session=True, bufsize=0, env=LAUNCH_ENV, cwd="/", pass_fds=pass_fds,
         )
         self._reader = threading.Thread(target=self._read_loop, daemon=True, name="hrbench-shell-reader")
         self._reader.start()

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 RECORD_SUFFIX = ".sha256"
+_PAGE = 4096
 
 
 def tree_sha256(root: Path) -> str:
@@ -47,6 +48,18 @@ def tree_sha256(root: Path) -> str:
         for name in sorted(files + dirs):
             entry(os.path.join(folder, name))
     return digest.hexdigest()
+
+
+def tmpfs_bytes(root: Path) -> int:
+    """What a copy of the tree at `root` takes on a tmpfs: its regular files' bytes in whole pages
+    (directories and symlinks take none there). Nothing is followed."""
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            info = os.lstat(os.path.join(folder, name))
+            if stat.S_ISREG(info.st_mode):
+                total += -(-info.st_size // _PAGE) * _PAGE
+    return total
 
 
 def record_path(state: Path) -> Path:

@@ -21,29 +21,17 @@ protocol). Then P̂_exp is one estimate on both sides and cancels exactly:
 of the two independent observed terms only, and the cluster-t floor holds only the observed
 trial variances (the between-task terms x_a − x_b already lose the shared part).
 
-The bootstrap schemes (``hierarchical="tasks_rescaled"`` etc.) are kept for comparison: a
-hierarchical replicate draws the *same* tasks for both sides, then resamples each side's trials.
+The bootstrap schemes kept for comparison are :func:`hrbench.stats.compare.paired_difference`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from scipy import stats
 
-from hrbench.stats.bootstrap import (
-    Packed,
-    aggregate_gamma,
-    column_quantiles,
-    expanded_z,
-    group_matrix,
-    pack,
-    trial_bank,
-)
 from hrbench.stats.cluster import (
     FEW_TASKS_DF,
     cluster_t_from_terms,
@@ -55,18 +43,8 @@ from hrbench.stats.cluster import (
 )
 from hrbench.stats.data import TaskOutcomes, ZeroRule
 from hrbench.stats.estimate import estimate_task
-from hrbench.stats.residuals import (
-    ALL_SCOPES,
-    AggregateRule,
-    Estimand,
-    Flag,
-    HierarchicalScheme,
-    Scope,
-    aggregate_replicates,
-    raw_probabilities,
-    residual_table,
-    uses_raw_aggregate,
-)
+from hrbench.stats.packed import aggregate_gamma, group_matrix, pack, raw_probabilities, sums_raw_probabilities
+from hrbench.stats.residuals import ALL_SCOPES, Estimand, Flag, Scope, residual_table
 
 
 class DifferenceRow(BaseModel):
@@ -112,6 +90,17 @@ def _align(tasks_a: Sequence[TaskOutcomes], tasks_b: Sequence[TaskOutcomes]) -> 
     return out
 
 
+def paired_sides(
+    tasks_a: Sequence[TaskOutcomes], tasks_b: Sequence[TaskOutcomes], shared_checkpoint: bool
+) -> tuple[list[TaskOutcomes], list[TaskOutcomes]]:
+    """Both sides as lists, ``tasks_b`` in ``tasks_a``'s order; shared checkpoint trials checked identical."""
+    tasks_a = list(tasks_a)
+    tasks_b = _align(tasks_a, tasks_b)
+    if shared_checkpoint:
+        _check_shared(tasks_a, tasks_b)
+    return tasks_a, tasks_b
+
+
 def _check_shared(tasks_a: Sequence[TaskOutcomes], tasks_b: Sequence[TaskOutcomes]) -> None:
     """Shared checkpoint trials must be the same trials: otherwise the covariance claimed does not exist."""
     for a, b in zip(tasks_a, tasks_b):
@@ -119,11 +108,6 @@ def _check_shared(tasks_a: Sequence[TaskOutcomes], tasks_b: Sequence[TaskOutcome
             np.array_equal(x, y) for x, y in zip(a.checkpoint_passes, b.checkpoint_passes))
         if not same:
             raise ValueError(f"task {a.name!r}: shared_checkpoint=True but the two sides' checkpoint trials differ")
-
-
-def _with_weights(pk: Packed, weights: np.ndarray) -> Packed:
-    """``pk`` with side a's weights (weights and families are side a's)."""
-    return dataclasses.replace(pk, weights=np.asarray(weights, np.float64))
 
 
 def _none(x: float) -> float | None:
@@ -135,103 +119,23 @@ def paired_difference(
     tasks_b: Sequence[TaskOutcomes],
     zero_rule: ZeroRule = "jeffreys",
     n_boot: int = 2000,
-    seed: int = 0,
     level: float = 0.95,
     scopes: Sequence[Scope] = ALL_SCOPES,
-    hierarchical: HierarchicalScheme = "cluster_t",
-    aggregate: AggregateRule = "unbiased",
     shared_checkpoint: bool = False,
 ) -> list[DifferenceRow]:
     """Paired intervals for Γ_a − Γ_b per task, family and overall (module docstring).
 
     Tasks are matched by name; weights and families are side a's. Side a is
-    typically the baseline and side b the intervention, giving ΔΓ(I).
-    ``hierarchical`` and ``aggregate`` mean what they mean in
-    :func:`~hrbench.stats.residuals.residual_table`, so each side's Γ equals that
-    table's. ``cluster_t`` (default) is closed-form (``n_boot``, ``seed`` unused); the
-    bootstrap schemes give both sides the same task draws (paired) and percentile intervals.
+    typically the baseline and side b the intervention, giving ΔΓ(I). Each side's Γ
+    equals :func:`~hrbench.stats.residuals.residual_table`'s; the intervals are closed-form
+    (``n_boot``, the study's declared bootstrap size, is only recorded). The bootstrap
+    schemes kept for comparison are :func:`hrbench.stats.compare.paired_difference`.
     ``shared_checkpoint``: both sides' predictions come from the same checkpoint trials (checked:
     they must be identical), so P̂_exp cancels and only the observed sides carry trial variance.
     """
-    tasks_a = list(tasks_a)
-    tasks_b = _align(tasks_a, tasks_b)
-    if shared_checkpoint:
-        _check_shared(tasks_a, tasks_b)
-    if hierarchical == "cluster_t":
-        return _closed_form_difference(tasks_a, tasks_b, zero_rule, n_boot, level, scopes, aggregate,
-                                       shared_checkpoint)
-    if shared_checkpoint:
-        raise ValueError("shared_checkpoint needs the closed-form intervals (hierarchical='cluster_t')")
-    pk_a, pk_b = pack(tasks_a), pack(tasks_b)
-    T = pk_a.n_tasks
-    names, member = group_matrix(pk_a)
-    est_a = [estimate_task(t, zero_rule, level) for t in tasks_a]
-    est_b = [estimate_task(t, zero_rule, level) for t in tasks_b]
-    # Under "exclude" a task undefined on either side leaves the pair.
-    kept = np.array([not (a.excluded or b.excluded) for a, b in zip(est_a, est_b)])
-    wmat = member * (pk_a.weights * kept)[:, None]
-    pe_a, po_a = np.array([e.p_expected for e in est_a]), np.array([e.p_observed for e in est_a])
-    pe_b, po_b = np.array([e.p_expected for e in est_b]), np.array([e.p_observed for e in est_b])
-
-    seed_a, seed_b, seed_h = np.random.SeedSequence(seed).spawn(3)
-    K = max(n_boot, T)
-    raw = uses_raw_aggregate(zero_rule, aggregate)
-    bank_a = trial_bank(pk_a, K, seed_a, zero_rule, raw=raw)
-    bank_b = trial_bank(pk_b, K, seed_b, zero_rule, raw=raw)
-    probs = np.array([(1 - level) / 2, (1 + level) / 2])
-    rows: list[DifferenceRow] = []
-    common = dict(level=level, n_boot=n_boot)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if "task" in scopes:
-            reps = (np.log(bank_a.p_exp[:, :n_boot].T) - np.log(bank_a.p_obs[:, :n_boot].T)) - (
-                np.log(bank_b.p_exp[:, :n_boot].T) - np.log(bank_b.p_obs[:, :n_boot].T)
-            )
-            ci = column_quantiles(reps, probs)
-            for j, (a, b) in enumerate(zip(est_a, est_b)):
-                delta = None if a.gamma is None or b.gamma is None else a.gamma - b.gamma
-                rows.append(
-                    DifferenceRow(
-                        scope="task", name=a.name, gamma_a=a.gamma, gamma_b=b.gamma, delta=delta,
-                        ci_low=_none(ci[j, 0]), ci_high=_none(ci[j, 1]),
-                        trial_ci_low=_none(ci[j, 0]), trial_ci_high=_none(ci[j, 1]),
-                        ci_method="trial-percentile", n_tasks=1, ci_estimand="tasks: fixed",
-                        trial_ci_method="trial-percentile", **common,
-                    )
-                )
-    # Same hier seed on both sides: the same task draws (paired); pk_b has pk_a's families and order.
-    agg_a = aggregate_replicates(tasks_a, pk_a, pe_a, po_a, bank_a, wmat, kept, n_boot, seed_h, zero_rule, aggregate, hierarchical)
-    pk_b_w = pk_b if np.array_equal(pk_b.weights, pk_a.weights) else _with_weights(pk_b, pk_a.weights)
-    agg_b = aggregate_replicates(tasks_b, pk_b_w, pe_b, po_b, bank_b, wmat, kept, n_boot, seed_h, zero_rule, aggregate, hierarchical)
-    g_a, g_b = agg_a.theta, agg_b.theta
-    with np.errstate(invalid="ignore"):
-        trial = agg_a.trial_reps - agg_b.trial_reps
-        hier = (agg_a.hier_reps, agg_b.hier_reps)
-    trial_ci = column_quantiles(trial, probs)
-    labels = {"tasks_rescaled": "hierarchical", "tasks_then_trials": "two-stage-hierarchical", "tasks_only": "task-resample"}
-    if hierarchical not in labels:
-        raise ValueError(f"unknown hierarchical scheme {hierarchical!r}; choose 'cluster_t' or one of {tuple(labels)}")
-    hier_label = labels[hierarchical]
-    with np.errstate(invalid="ignore"):
-        hier_probs = probs if agg_a.df is None else stats.norm.cdf(expanded_z(level, agg_a.df, len(names)))
-        hier_ci = column_quantiles(hier[0] - hier[1], hier_probs)
-    for g, name in enumerate(names):
-        scope: Scope = "all" if g == len(names) - 1 else "family"
-        if scope not in scopes:
-            continue
-        finite = np.isfinite(g_a[g]) and np.isfinite(g_b[g])
-        rows.append(
-            DifferenceRow(
-                scope=scope, name=name,
-                gamma_a=_none(g_a[g]) if np.isfinite(g_a[g]) else None,
-                gamma_b=_none(g_b[g]) if np.isfinite(g_b[g]) else None,
-                delta=float(g_a[g] - g_b[g]) if finite else None,
-                ci_low=_none(hier_ci[g, 0]), ci_high=_none(hier_ci[g, 1]),
-                trial_ci_low=_none(trial_ci[g, 0]), trial_ci_high=_none(trial_ci[g, 1]),
-                ci_method=f"{hier_label}-percentile", n_tasks=int(np.sum((member[:, g] > 0) & kept)),
-                trial_ci_method="trial-percentile", df=None if agg_a.df is None else _none(agg_a.df[g]), **common,
-            )
-        )
-    return rows
+    tasks_a, tasks_b = paired_sides(tasks_a, tasks_b, shared_checkpoint)
+    return closed_form_difference(tasks_a, tasks_b, zero_rule, n_boot, level, scopes,
+                                  sums_raw_probabilities(zero_rule), shared_checkpoint)
 
 
 def _mover_difference(d: float, a: tuple[float, float, float], b: tuple[float, float, float]) -> tuple[float, float]:
@@ -270,19 +174,21 @@ def _observed_log_limits(
         return effective_jeffreys_log_limits((po @ wmat) / W, (o_j @ wmat) / W, var_o @ share2, level, cap)
 
 
-def _closed_form_difference(
+def closed_form_difference(
     tasks_a: list[TaskOutcomes],
     tasks_b: list[TaskOutcomes],
     zero_rule: ZeroRule,
     n_boot: int,
     level: float,
     scopes: Sequence[Scope],
-    aggregate: AggregateRule,
+    raw: bool,
     shared: bool = False,
 ) -> list[DifferenceRow]:
     """MOVER (tasks fixed) and paired cluster-t (tasks sampled) intervals of ΔΓ (module docstring).
 
-    ``shared``: the sides share their checkpoint trials, so only the observed terms enter either interval.
+    ``tasks_b`` is aligned to ``tasks_a`` (:func:`paired_sides`). ``raw``: groups sum the raw
+    per-task P's (:func:`~hrbench.stats.packed.sums_raw_probabilities`). ``shared``: the sides
+    share their checkpoint trials, so only the observed terms enter either interval.
     """
     pk_a, pk_b = pack(tasks_a), pack(tasks_b)
     names, member = group_matrix(pk_a)
@@ -318,7 +224,6 @@ def _closed_form_difference(
         ))
     rows = [r for r in task_rows if "task" in scopes]
 
-    raw = uses_raw_aggregate(zero_rule, aggregate)
     sides = []
     for pk, ests in ((pk_a, est_a), (pk_b, est_b)):
         pe_rule, po_rule = np.array([e.p_expected for e in ests]), np.array([e.p_observed for e in ests])

@@ -4,7 +4,7 @@ Aggregation (paper §3.2, DESIGN §7): compose within each task first, then
 P_exp,F = Σ w_t P_exp,t / Σ w_t and P_obs,F likewise with the *same* weights,
 Γ_F = ln(P_exp,F / P_obs,F). Stage averages are never multiplied.
 
-Aggregates sum unbiased (raw) per-task P's by default; task rows use the
+Aggregates sum unbiased (raw) per-task P's; task rows use the
 declared zero rule (docs/statistics.md §6 and §11 for why). A raw count of 0
 that makes a log undefined gives ``gamma = None`` and a one-sided bound, under
 every rule.
@@ -12,8 +12,9 @@ every rule.
 Intervals, each labelled with its estimand (``ci_estimand``): task rows get the
 MOVER–Jeffreys interval (``tasks: fixed``); family and overall rows get the
 cluster-t interval (``tasks: sampled``: the population of tasks they stand for;
-none for a row without a family of ≥ 2 tasks) as the headline, and the
-trial-level bootstrap (``tasks: fixed``) beside it.
+none for a row without a family of ≥ 2 tasks) as the headline, and MOVER of the
+effective-count Jeffreys limits (``tasks: fixed``) beside it. All are closed-form; the
+bootstrap schemes kept for comparison are in :mod:`hrbench.stats.compare`.
 """
 
 from __future__ import annotations
@@ -26,23 +27,6 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from scipy import stats
 
-from hrbench.stats.bootstrap import (
-    CiMethod,
-    Packed,
-    TrialBank,
-    aggregate_gamma,
-    bca_probs,
-    column_quantiles,
-    expanded_z,
-    group_matrix,
-    hierarchical_gammas,
-    jackknife_acceleration,
-    pack,
-    rescaled_task_resample_gammas,
-    task_resample_gammas,
-    trial_bank,
-    trial_variants,
-)
 from hrbench.stats.cluster import (
     FAMILY_LEVEL_MIN,
     FEW_TASKS_DF,
@@ -57,6 +41,14 @@ from hrbench.stats.cluster import (
 from hrbench.stats.data import TaskOutcomes, ZeroRule
 from hrbench.stats.estimate import BoundSide, TaskEstimate, estimate_task
 from hrbench.stats.intervals import lower_bound_exact, upper_bound_exact
+from hrbench.stats.packed import (
+    Packed,
+    aggregate_gamma,
+    group_matrix,
+    pack,
+    raw_probabilities,
+    sums_raw_probabilities,
+)
 
 Scope = Literal["task", "family", "all"]
 Quadrant = Literal[
@@ -224,10 +216,6 @@ def _one_sided(bound: BoundSide | None, value: float | None) -> tuple[float, flo
     return -math.inf, math.inf
 
 
-def _percentile_probs(level: float) -> np.ndarray:
-    return np.array([(1 - level) / 2, (1 + level) / 2])
-
-
 @dataclass(frozen=True)
 class _TaskValues:
     """A task's point, tasks-fixed interval and flags (shared by its task row and a
@@ -316,183 +304,115 @@ def _task_interval(t: TaskOutcomes, q_lim: tuple[np.ndarray, np.ndarray], level:
     return mover_gamma_interval(np.log(k / m), q_lim, np.log(k0 / m0), obs_lim)
 
 
-def _trial_jackknife_aggregate(
-    tasks: Sequence[TaskOutcomes], pe: np.ndarray, po: np.ndarray, wmat: np.ndarray, zero_rule: ZeroRule
-) -> np.ndarray:
-    """Trial-level BCa acceleration per group from grouped leave-one-trial-out variants."""
-    vals, mults = [], []
-    for j, t in enumerate(tasks):
-        mult, lq, lr = trial_variants(t, zero_rule)
-        pe_v = np.repeat(pe[None, :], mult.size, 0)
-        po_v = np.repeat(po[None, :], mult.size, 0)
-        pe_v[:, j] = np.exp(lq.sum(1))
-        po_v[:, j] = np.exp(np.nan_to_num(lr, nan=0.0).sum(1))
-        g = aggregate_gamma(pe_v, po_v, wmat, zero_rule)
-        g[:, wmat[j] == 0] = np.nan  # a group's jackknife only removes its own trials
-        vals.append(g), mults.append(mult)
-    return jackknife_acceleration(np.concatenate(vals), np.concatenate(mults))
 
+@dataclass(frozen=True, eq=False)
+class AggregateInputs:
+    """What every interval scheme of the family/all rows starts from (one residual table's tasks)."""
 
-AggregateRule = Literal["unbiased", "smoothed"]
-FixedInterval = Literal["mover", "bootstrap"]
-HierarchicalScheme = Literal["cluster_t", "tasks_rescaled", "tasks_then_trials", "tasks_only"]
-_HIER_LABEL = {
-    "cluster_t": "cluster-t",
-    "tasks_rescaled": "hierarchical",
-    "tasks_then_trials": "two-stage-hierarchical",
-    "tasks_only": "task-resample",
-}
+    tasks: list[TaskOutcomes]
+    pk: Packed
+    pe_rule: np.ndarray  # (T,) the declared rule's per-task P_exp
+    po_rule: np.ndarray  # (T,) ... and P_obs
+    wmat: np.ndarray  # (T, G) weights × membership, 0 for tasks the rule excludes
+    kept: np.ndarray  # (T,) not excluded by the rule
+    zero_rule: ZeroRule
+    level: float
 
-
-def uses_raw_aggregate(zero_rule: ZeroRule, aggregate: AggregateRule) -> bool:
-    """Whether aggregates sum raw per-task P's (only smoothing rules differ from raw)."""
-    if aggregate not in ("unbiased", "smoothed"):
-        raise ValueError(f"unknown aggregate {aggregate!r}; choose 'unbiased' or 'smoothed'")
-    return aggregate == "unbiased" and zero_rule in ("jeffreys", "haldane")
-
-
-def raw_probabilities(pk: Packed) -> tuple[np.ndarray, np.ndarray]:
-    """Unbiased per-task P̂_exp = Π k_i/m_i and P̂_obs = passed_n/m_0 (raw proportions)."""
-    pe = np.prod(np.where(pk.mask, pk.k / np.maximum(pk.m, 1), 1.0), axis=1)
-    po = np.array([t.passed[-1] / t.m0 for t in pk.tasks], np.float64)
-    return pe, po
+    def sums(self, raw: bool) -> tuple[np.ndarray, np.ndarray, ZeroRule]:
+        """The per-task P's the groups sum, and the rule their Γ follows (raw sums: a 0 is a bound)."""
+        if raw:
+            pe, po = raw_probabilities(self.pk)
+            return pe, po, "bound"
+        return self.pe_rule, self.po_rule, self.zero_rule
 
 
 @dataclass(frozen=True, eq=False)
-class AggregateReplicates:
-    """Point values and bootstrap replicates of Γ per group (each family, then ``all``)."""
+class GroupIntervals:
+    """Per group (each family, then ``all``): the point and the two intervals its row reports."""
 
-    theta: np.ndarray  # (G,) NaN/±inf where a group's sum is 0
-    trial_reps: np.ndarray  # (B, G)
-    hier_reps: np.ndarray | None  # (B, G); None for the analytic cluster-t scheme
-    accel_tr: np.ndarray | None  # (G,) BCa accelerations of the trial-level interval, or None
+    theta: np.ndarray  # (G,) Γ; NaN/±inf where a group's sum is 0
     pe: np.ndarray  # (T,) per-task P_exp the groups sum
     po: np.ndarray
-    df: np.ndarray | None  # (G,) Σ_f (n_f − 1) for the rescaled one-stage scheme, else None
+    trial_ci: np.ndarray  # (G, 2) tasks fixed
+    trial_method: str
+    hier_ci: np.ndarray  # (G, 2) tasks sampled
+    hier_df: np.ndarray  # (G,) NaN where the interval has no df
+    hier_few: np.ndarray  # (G,) bool: a family of 2–4 tasks rests on the trial-variance floor
+    hier_method: str
+    # (var_e, var_o) per task when the `all` row's families-sampled interval applies (cluster-t only).
+    trial_variances: tuple[np.ndarray, np.ndarray] | None
 
 
-def aggregate_replicates(
-    tasks: Sequence[TaskOutcomes],
-    pk: Packed,
-    pe_rule: np.ndarray,
-    po_rule: np.ndarray,
-    bank: TrialBank,
-    wmat: np.ndarray,
-    kept: np.ndarray,
-    n_boot: int,
-    hier_seed: np.random.SeedSequence,
-    zero_rule: ZeroRule,
-    aggregate: AggregateRule,
-    hierarchical: HierarchicalScheme,
-    bca: bool = False,
-) -> AggregateReplicates:
-    """Γ per group with its trial-level (and bootstrap hierarchical) replicates (docs/statistics.md §6–7).
+def mover_intervals(a: AggregateInputs, pe: np.ndarray, po: np.ndarray) -> np.ndarray:
+    """(G, 2) tasks-fixed limits: MOVER of the effective-count Jeffreys limits of ln Ē and ln Ō."""
+    k0 = np.array([t.passed[-1] for t in a.tasks])
+    pk = a.pk
+    return np.column_stack(mover_aggregate_intervals(pe, po, pk.k, pk.m, pk.mask, k0, pk.m0, a.wmat, a.level))
 
-    Under ``aggregate="unbiased"`` with a smoothing rule, groups sum the raw per-task
-    P's and the bank's raw replicates; a group whose raw sum is 0 has an undefined Γ
-    (reported as a bound, never a smoothed stand-in). Equal ``hier_seed`` gives equal
-    task draws, which is what pairs two sides of a contrast.
+
+def cluster_t(a: AggregateInputs, pe: np.ndarray, po: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                            tuple[np.ndarray, np.ndarray]]:
+    """Tasks-sampled cluster-t limits (G, 2), df, few-task flags and the per-task trial variances."""
+    pk = a.pk
+    k0 = np.array([t.passed[-1] for t in a.tasks])
+    var_e, var_o = trial_variances(pk.k, pk.m, pk.mask, k0, pk.m0)
+    ct = cluster_t_intervals(pe, po, var_e, var_o, a.wmat, pk.family_index, a.level)
+    return np.column_stack([ct.low, ct.high]), ct.df, ct.n_small > 0, (var_e, var_o)
+
+
+def closed_form_intervals(a: AggregateInputs, raw: bool) -> GroupIntervals:
+    """The study's intervals of family/all rows: MOVER (tasks fixed) and cluster-t (tasks sampled).
+
+    ``raw``: groups sum the raw per-task P's (:func:`~hrbench.stats.packed.sums_raw_probabilities`).
+    Closed form: no replicate is drawn.
     """
-    if hierarchical not in _HIER_LABEL:
-        raise ValueError(f"unknown hierarchical scheme {hierarchical!r}; choose one of {tuple(_HIER_LABEL)}")
-    raw = uses_raw_aggregate(zero_rule, aggregate)
-    pe, po = raw_probabilities(pk) if raw else (pe_rule, po_rule)
-    b = bank.raw() if raw else bank
-    rule: ZeroRule = "bound" if raw else zero_rule
-    theta = aggregate_gamma(pe, po, wmat, rule)
-    trial_reps = aggregate_gamma(b.p_exp[:, :n_boot].T, b.p_obs[:, :n_boot].T, wmat, rule)
-    weights = pk.weights * kept
-    hier_reps = None
-    if hierarchical == "tasks_then_trials":
-        hier_reps = hierarchical_gammas([b], pk, n_boot, hier_seed, rule, weights)[0]
-    elif hierarchical == "tasks_only":
-        hier_reps = task_resample_gammas(pe, po, pk, n_boot, hier_seed, weights)
-    elif hierarchical == "tasks_rescaled":
-        hier_reps = rescaled_task_resample_gammas(pe, po, pk, n_boot, hier_seed, weights, b, rule)
-    accel_tr = _trial_jackknife_aggregate(tasks, pe, po, wmat, rule) if bca else None
-    df = None
-    if hierarchical == "tasks_rescaled":
-        live = weights > 0
-        n_f = np.bincount(pk.family_index[live], minlength=len(pk.families))
-        # Families with one task contribute trial-level (not between-task) noise: no df.
-        per_f = np.where(n_f > 1, n_f - 1, 0).astype(np.float64)
-        df = np.append(per_f, per_f.sum())
-    return AggregateReplicates(theta, trial_reps, hier_reps, accel_tr, pe, po, df)
-
-
-def _interval(
-    reps: np.ndarray,
-    theta: np.ndarray,
-    accel: np.ndarray | None,
-    level: float,
-    method: CiMethod,
-    df: np.ndarray | None = None,
-) -> np.ndarray:
-    """(G, 2) interval limits from (B, G) replicates; ``df``: expanded percentiles (Student t)."""
-    if method == "bca" and accel is not None:
-        return column_quantiles(reps, bca_probs(reps, theta, accel, level, df))
-    if df is None:
-        return column_quantiles(reps, _percentile_probs(level))
-    return column_quantiles(reps, stats.norm.cdf(expanded_z(level, df, reps.shape[1])))
-
-
-def median_shift(reps: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    """Median of the finite replicates minus the point estimate, per column (0 where undefined).
-
-    A boundary count is resampled from its Jeffreys mean, not from k/m (bootstrap.py), which
-    moves the replicates of a sum of raw P's off the point by about 1/(2m) per boundary
-    stage; with many tasks that shift is comparable to the interval. The percentile ends
-    are moved back by it, so the interval is centred on the point it is reported with.
-    """
-    shift = np.zeros(reps.shape[1])
-    for g in range(reps.shape[1]):
-        finite = reps[:, g][np.isfinite(reps[:, g])]
-        if finite.size and np.isfinite(theta[g]):
-            shift[g] = np.median(finite) - theta[g]
-    return shift
+    pe, po, rule = a.sums(raw)
+    theta = aggregate_gamma(pe, po, a.wmat, rule)
+    hier_ci, df, few, variances = cluster_t(a, pe, po)
+    return GroupIntervals(theta, pe, po, mover_intervals(a, pe, po), "mover-effective-jeffreys",
+                          hier_ci, df, few, "cluster-t", variances)
 
 
 def residual_table(
     tasks: Sequence[TaskOutcomes],
     zero_rule: ZeroRule = "jeffreys",
     n_boot: int = 2000,
-    seed: int = 0,
     level: float = 0.95,
     quadrant_thresholds: QuadrantThresholds = QuadrantThresholds(),
-    ci_method: CiMethod = "percentile",
     scopes: Sequence[Scope] = ALL_SCOPES,
-    hierarchical: HierarchicalScheme = "cluster_t",
-    aggregate: AggregateRule = "unbiased",
-    fixed_interval: FixedInterval = "mover",
 ) -> list[ResidualRow]:
     """Γ_H rows for every task, every family and ``all``, with intervals for both estimands.
+
+    Everything here is what a study declares; the intervals are closed-form (no replicate is
+    drawn). The bootstrap schemes kept for comparison are :func:`hrbench.stats.compare.residual_table`.
 
     Args:
         tasks: task units (checkpoint + natural trials of one agent, one condition).
         zero_rule: pre-declared rule for zero / boundary counts (smooths defined logs;
-            a raw count of 0 always makes Γ a bound, docs/statistics.md §3).
-        n_boot: bootstrap replicates of the bootstrap options (``fixed_interval="bootstrap"``,
-            the bootstrap ``hierarchical`` schemes); the defaults draw none.
-        seed: seeds everything; equal inputs and seed give equal tables.
+            a raw count of 0 always makes Γ a bound, docs/statistics.md §3). Family/all rows
+            sum the raw per-task P's under ``jeffreys``/``haldane`` (unbiased, so their sums are).
+        n_boot: the study's declared bootstrap size, recorded in every row.
         level: nominal coverage of every interval.
         quadrant_thresholds: declared thresholds for the quadrant label.
-        ci_method: ``percentile`` (default) or ``bca`` for the tasks-fixed bootstrap
-            interval (``fixed_interval="bootstrap"``).
         scopes: which rows to produce.
-        hierarchical: tasks-sampled interval of family/all rows. ``cluster_t``
-            (default): linearized, CR2 stratified variance with Bell–McCaffrey df and
-            a trial-variance floor (:func:`~hrbench.stats.cluster.cluster_t_intervals`);
-            the bootstrap schemes ``tasks_rescaled`` (Rao–Wu rescaled task resampling),
-            ``tasks_then_trials`` (two-stage) and ``tasks_only`` are kept for comparison
-            (docs/statistics.md §7, §11).
-        aggregate: per-task P's summed into family/all rows. ``unbiased`` (default):
-            under ``jeffreys``/``haldane`` the raw Π k_i/m_i and passed_n/m_0 (unbiased,
-            so their sums are); ``smoothed``: the declared rule's P's. Task rows always
-            use the declared rule. Under ``bound``/``exclude`` both are raw.
-        fixed_interval: tasks-fixed interval of family/all rows. ``mover`` (default):
-            MOVER of the effective-count Jeffreys limits of ln Ē and ln Ō
-            (:func:`~hrbench.stats.cluster.mover_aggregate_intervals`); ``bootstrap``: the
-            trial bootstrap (``ci_method`` percentile or BCa), kept for comparison.
+    """
+    return residual_rows(tasks, zero_rule, n_boot, level, quadrant_thresholds, scopes,
+                         lambda a: closed_form_intervals(a, sums_raw_probabilities(zero_rule)))
+
+
+def residual_rows(
+    tasks: Sequence[TaskOutcomes],
+    zero_rule: ZeroRule,
+    n_boot: int,
+    level: float,
+    quadrant_thresholds: QuadrantThresholds,
+    scopes: Sequence[Scope],
+    intervals: Callable[[AggregateInputs], GroupIntervals],
+) -> list[ResidualRow]:
+    """The residual table with the family/all rows' intervals from ``intervals``.
+
+    Task rows are MOVER–Jeffreys (or a bound) under every scheme; ``intervals`` is the
+    study's :func:`closed_form_intervals` or a comparison scheme (:mod:`hrbench.stats.compare`).
     """
     tasks = list(tasks)
     ests = [estimate_task(t, zero_rule, level) for t in tasks]
@@ -536,38 +456,8 @@ def residual_table(
     if not agg_scopes:
         return rows
 
-    if fixed_interval not in ("mover", "bootstrap"):
-        raise ValueError(f"unknown fixed_interval {fixed_interval!r}; choose 'mover' or 'bootstrap'")
-    raw = uses_raw_aggregate(zero_rule, aggregate)
-    k0 = np.array([t.passed[-1] for t in tasks])
-    if fixed_interval == "bootstrap" or hierarchical != "cluster_t":
-        bank_seed, hier_seed = np.random.SeedSequence(seed).spawn(2)
-        bank = trial_bank(pk, max(n_boot, T), bank_seed, zero_rule, raw=raw)
-        agg = aggregate_replicates(tasks, pk, pe0, po0, bank, wmat, kept, n_boot, hier_seed, zero_rule, aggregate,
-                                   hierarchical, ci_method == "bca")
-        theta, pe_g, po_g = agg.theta, agg.pe, agg.po
-    else:  # the defaults are closed-form: no replicate is drawn
-        agg = None
-        pe_g, po_g = raw_probabilities(pk) if raw else (pe0, po0)
-        theta = aggregate_gamma(pe_g, po_g, wmat, "bound" if raw else zero_rule)
-    if fixed_interval == "mover":
-        trial_ci = np.column_stack(mover_aggregate_intervals(pe_g, po_g, pk.k, pk.m, pk.mask, k0, pk.m0, wmat, level))
-        t_label = "mover-effective-jeffreys"
-    else:
-        trial_ci = _interval(agg.trial_reps, theta, agg.accel_tr, level, ci_method)
-        if ci_method == "percentile":
-            trial_ci = trial_ci - median_shift(agg.trial_reps, theta)[:, None]
-        t_label = f"trial-{ci_method}"
-    if hierarchical == "cluster_t":
-        var_e, var_o = trial_variances(pk.k, pk.m, pk.mask, k0, pk.m0)
-        ct = cluster_t_intervals(pe_g, po_g, var_e, var_o, wmat, pk.family_index, level)
-        hier_ci, hier_df, hier_small = np.column_stack([ct.low, ct.high]), ct.df, ct.n_small > 0
-    else:
-        hier_ci = _interval(agg.hier_reps, theta, None, level, "percentile", agg.df)
-        hier_df = agg.df if agg.df is not None else np.full(len(names), np.nan)
-        hier_small = np.zeros(len(names), bool)
-    # The bootstrap options read percentiles (expanded for the rescaled scheme) whatever ci_method says.
-    hier_method = _HIER_LABEL[hierarchical] + ("" if hierarchical == "cluster_t" else "-percentile")
+    gi = intervals(AggregateInputs(tasks, pk, pe0, po0, wmat, kept, zero_rule, level))
+    theta, pe_g, po_g = gi.theta, gi.pe, gi.po
     raw_ests: list[TaskEstimate] | None = None
 
     for g, name in enumerate(names):
@@ -607,7 +497,8 @@ def residual_table(
         families: dict = {}
         if scope == "all" and np.isfinite(theta[g]):
             n_families = np.unique(pk.family_index[idx]).size
-            if n_families >= FAMILY_LEVEL_MIN and hierarchical == "cluster_t":
+            if n_families >= FAMILY_LEVEL_MIN and gi.trial_variances is not None:
+                var_e, var_o = gi.trial_variances
                 fam = families_sampled_interval(pe_g, po_g, var_e, var_o, wmat[:, g], pk.family_index, level)
                 if fam is not None:
                     families = dict(families_ci_low=fam[0], families_ci_high=fam[1], families_df=fam[2])
@@ -615,16 +506,16 @@ def residual_table(
                 flags.append("few-families")
         if np.isfinite(theta[g]):
             gamma = float(theta[g])
-            t_low, t_high = trial_ci[g]
-            h_low, h_high, df = hier_ci[g, 0], hier_ci[g, 1], _f(hier_df[g])
-            method = hier_method
+            t_low, t_high = gi.trial_ci[g]
+            h_low, h_high, df = gi.hier_ci[g, 0], gi.hier_ci[g, 1], _f(gi.hier_df[g])
+            method = gi.hier_method
             if np.isnan(h_low):
                 method, df = "too-few-tasks", None
                 flags.append("too-few-tasks")
-            elif (df is not None and df < FEW_TASKS_DF) or hier_small[g]:
+            elif (df is not None and df < FEW_TASKS_DF) or gi.hier_few[g]:
                 flags.append("few-tasks")
             bound = bound_value = None
-            t_method = t_label
+            t_method = gi.trial_method
         else:  # every task of the group has a raw zero on one side: a bound for these tasks, nothing more
             if raw_ests is None:
                 raw_ests = [e if zero_rule in ("bound", "exclude") else estimate_task(t, "bound", level)

@@ -17,7 +17,7 @@ import pandas as pd
 from hrbench.agents.factory import make_agent
 from hrbench.content_cache import ContentCache, cache_key
 from hrbench.design import StudyDesign
-from hrbench.envs.registry import Backend
+from hrbench.envs.registry import Backend, task_backend
 from hrbench.protocol import Budget, StudyError
 from hrbench.stores import StudyStores
 from hrbench.structure.depth import CAPS, DepthEstimate, estimate_depth, harness_runner
@@ -48,12 +48,6 @@ def _row(task: Task, estimate: DepthEstimate) -> dict:
             "n_runs": len(runs), "runs_json": json.dumps(runs)}
 
 
-def _for_task(backend: Backend, task: Task) -> Backend:
-    """The backend that runs this task: a study's backends (`auto`) route each task to its own."""
-    route = getattr(backend, "for_task", None)
-    return route(task) if route is not None else backend
-
-
 def measure_study_depth(design: StudyDesign, backend: Backend, stores: StudyStores) -> pd.DataFrame:
     """One row per declared task: D (status, N), W (lines, characters, tokens), H_dep and the runs made.
 
@@ -76,7 +70,7 @@ def measure_study_depth(design: StudyDesign, backend: Backend, stores: StudyStor
     def one(task: Task) -> dict:
         # the pre-registration covers the task's files, the study's settings and the code; the agents
         # register separately, so their specs join the key
-        key = cache_key({"prereg": design.prereg_sha256, "task": task.content_hash(), "sandbox": backend_identity(_for_task(backend, task)),
+        key = cache_key({"prereg": design.prereg_sha256, "task": task.content_hash(), "sandbox": backend_identity(task_backend(backend, task)),
                          "agents": [study.agent(i).model_dump(mode="json") for i in ids]})
         stored = cache.get(key)
         if isinstance(stored, dict):

@@ -60,13 +60,43 @@ class PackageInfo(_Open):
 NetworkMode = Literal["no-network", "public", "allowlist"]
 
 
+class CollectHook(_Open):
+    """[[verifier.collect]]: a command run in the trial's environment after the agent's turn, before the
+    artifacts are collected (Harbor's VerifierCollectConfig; `service` other than "main" needs compose)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    command: str
+    service: str = "main"
+    timeout_sec: float = Field(60.0, gt=0, allow_inf_nan=False)
+    user: str | int | None = None
+
+
 class VerifierSection(_Open):
     timeout_sec: float | None = Field(None, gt=0, allow_inf_nan=False)
     env: dict[str, str] = {}
     user: str | int | None = None
     network_mode: NetworkMode | None = None
-    environment_mode: str | None = None  # "separate" is refused by name (loader); any other keeps one environment
+    allowed_hosts: list[str] = []
+    # Harbor's rule: unset means "separate" when [verifier.environment] is given, else "shared"
+    environment_mode: Literal["shared", "separate"] | None = None
     environment: dict[str, Any] | None = None
+    collect: list[CollectHook] = []
+
+    @model_validator(mode="after")
+    def _shared_has_no_environment(self) -> VerifierSection:
+        if self.environment_mode == "shared" and self.environment is not None:
+            raise ValueError("environment_mode = 'shared' cannot have a [verifier.environment] (Harbor refuses it); "
+                             "omit the environment or set environment_mode = 'separate'")
+        return self
+
+    def separate(self, fallback: VerifierSection | None = None) -> bool:
+        """Whether this verifier runs in its own environment; a step's unset mode and environment fall back
+        to the task's [verifier] (`fallback`), as Harbor resolves a step's verifier."""
+        if self.environment_mode is not None:
+            return self.environment_mode == "separate"
+        if self.environment is not None:
+            return True
+        return fallback.separate() if fallback is not None else False
 
 
 class AgentSection(_Open):
@@ -159,17 +189,20 @@ class HarborTaskConfig(_Open):
         for where, table in self.phases():
             if table.network_mode is not None:
                 modes[where] = table.network_mode
-            if isinstance(table, AgentSection) and table.allowed_hosts:
+            if table.allowed_hosts:
                 modes[f"{where} allowed_hosts"] = "allowlist"
+            if isinstance(table, VerifierSection) and table.environment is not None:
+                own = table.environment
+                if own.get("network_mode") in NETWORK_MODES:
+                    modes[f"{where} environment"] = own["network_mode"]
+                if own.get("allowed_hosts"):
+                    modes[f"{where} environment allowed_hosts"] = "allowlist"
         return modes
 
-    def separate_verifier(self) -> str | None:
-        """Where a verifier is asked to run in its own environment (None: it shares the trial's)."""
-        for where, table in self.phases():
-            if isinstance(table, VerifierSection) and (table.environment_mode == "separate"
-                                                       or table.environment is not None):
-                return where
-        return None
+    def compose_collect_hooks(self) -> list[str]:
+        """Where a [[verifier.collect]] hook names a compose service other than main (none runs here)."""
+        return [f"{where} collect ({hook.service!r})" for where, table in self.phases()
+                if isinstance(table, VerifierSection) for hook in table.collect if hook.service != "main"]
 
 
 def artifact_path(entry: str | Artifact) -> str:
@@ -232,13 +265,26 @@ SUPPORT: dict[str, tuple[str, str, str]] = {
     "verifier.user": ("ignored", "ignored", "the verifier runs as the one unprivileged sandbox uid (docs/security.md)"),
     "verifier.network_mode": ("honoured", "honoured", f"the verification phase's network: {_LOCAL_NO_NET}; "
                                                       f"{_DOCKER_NET}"),
-    "verifier.environment_mode": ("refused", "refused", "`separate` (a verifier in its own environment) is refused "
-                                                        "by name on both backends: the verifier shares the trial's "
-                                                        "environment; any other value keeps that"),
-    "verifier.environment": ("refused", "refused", "the separate verifier's environment: refused with "
-                                                   "environment_mode = separate"),
-    "verifier.collect": ("unsupported", "unsupported", "collect hooks are not run; the verifier sees WORKDIR and the "
-                                                       "persisted paths as they are"),
+    "verifier.allowed_hosts": ("refused", "refused", "an allowlist needs an egress filter neither backend sets up"),
+    "verifier.environment_mode": ("honoured", "honoured", "`separate`: the verifier runs in a fresh environment that "
+                                                          "receives only the collected paths (/logs/artifacts, the "
+                                                          "task's and the step's artifacts) at their own paths; local: "
+                                                          "a new sandbox over an empty WORKDIR and empty persisted "
+                                                          "paths; docker: a new container of the task's image (e_0); "
+                                                          "unset: separate iff [verifier.environment] is given"),
+    "verifier.environment": ("honoured", "honoured", "makes the verifier separate (environment_mode unset); its "
+                                                     "keys have no effect (local: the host's /usr; docker: the "
+                                                     "task's image, limits from the study) but network_mode: "
+                                                     "'public' makes the task docker-only, 'allowlist' is refused"),
+    "verifier.collect": ("honoured", "honoured", "each hook's command runs in the trial's environment as the agent "
+                                                 "user after the agent's turn, before collection and verification "
+                                                 "(a step's own hooks, else the task's); a failing hook is reported "
+                                                 "in the verifier output"),
+    "verifier.collect[].command": ("honoured", "honoured", "the hook's shell command"),
+    "verifier.collect[].service": ("honoured", "honoured", "`main` (the trial's environment); another service is "
+                                                           "refused at load: it needs a compose environment"),
+    "verifier.collect[].timeout_sec": ("honoured", "honoured", "the hook's wall-time limit (default 60)"),
+    "verifier.collect[].user": ("ignored", "ignored", "hooks run as the one unprivileged sandbox uid"),
     "agent.timeout_sec": ("honoured", "honoured", "the reference solution's limit; agents use the study's budget"),
     "agent.user": ("ignored", "ignored", "the agent runs as the one unprivileged sandbox uid (docs/security.md)"),
     "agent.network_mode": ("honoured", "honoured", f"the agent phase's network: {_LOCAL_NO_NET}; {_DOCKER_NET}"),
@@ -296,8 +342,11 @@ SUPPORT: dict[str, tuple[str, str, str]] = {
     "steps[].verifier.user": ("ignored", "ignored", "one unprivileged uid"),
     "steps[].verifier.network_mode": ("honoured", "honoured", f"this step's verification: {_LOCAL_NO_NET}; "
                                                               f"{_DOCKER_NET}"),
-    "steps[].verifier.environment_mode": ("refused", "refused", "as [verifier] environment_mode"),
-    "steps[].verifier.environment": ("refused", "refused", "as [verifier.environment]"),
+    "steps[].verifier.allowed_hosts": ("refused", "refused", "an allowlist needs an egress filter"),
+    "steps[].verifier.environment_mode": ("honoured", "honoured", "as [verifier] environment_mode, for this "
+                                                                  "step (unset: the task's)"),
+    "steps[].verifier.environment": ("honoured", "honoured", "as [verifier.environment], for this step"),
+    "steps[].verifier.collect": ("honoured", "honoured", "this step's hooks, in place of [verifier]'s"),
     "steps[].min_reward": ("honoured", "honoured", ("Harbor's gate: a natural rollout continues past a failed stage "
                                                     "only when its rewards meet min_reward")),
     "steps[].healthcheck": ("honoured", "honoured", "run after the step's setup.sh, before the agent's turn (fields "
@@ -309,7 +358,8 @@ SUPPORT: dict[str, tuple[str, str, str]] = {
 
 _LEAF_TABLES = {"verifier.env", "environment.env", "solution.env", "steps[].verifier.env", "steps[].healthcheck",
                 "steps[].min_reward", "verifier.environment", "steps[].verifier.environment"}
-_OBJECT_LISTS = {"artifacts": "artifacts[].", "steps[].artifacts": "artifacts[]."}  # entries' keys, by dotted name
+_OBJECT_LISTS = {"artifacts": "artifacts[].", "steps[].artifacts": "artifacts[].",
+                 "verifier.collect": "verifier.collect[].", "steps[].verifier.collect": "verifier.collect[]."}  # entries' keys, by dotted name
 
 
 def key_support(raw: dict[str, Any]) -> tuple[KeySupport, ...]:

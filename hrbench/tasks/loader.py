@@ -19,6 +19,7 @@ from hrbench.tasks.harbor import (
     SCHEMA_VERSIONS,
     HarborTaskConfig,
     StepSection,
+    VerifierSection,
     artifact_excludes,
     artifact_path,
     key_support,
@@ -61,9 +62,9 @@ def load_task(path: str | Path) -> Task:
     shared = root / "tests"
     shared_tests = shared if shared.is_dir() else None
     if config.steps is None:
-        stages = [_single_stage(root)]
+        stages = [_single_stage(root, config.verifier)]
     else:
-        stages = [_stage(root, toml_path, i, step, depends, weights, shared_tests)
+        stages = [_stage(root, toml_path, i, step, depends, weights, shared_tests, config.verifier)
                   for i, step in enumerate(config.steps)]
     _check_graph(stages, depends, toml_path)
     unknown = sorted(set(weights) - {s.name for s in stages})
@@ -132,11 +133,10 @@ def _check_schema_version(raw: dict[str, Any], where: Path) -> None:
 
 def _check_runnable_somewhere(config: HarborTaskConfig, where: Path) -> None:
     """Keys whose meaning neither backend can give are refused by name, not run with another meaning."""
-    separate = config.separate_verifier()
-    if separate is not None:
-        raise TaskError(f"{where}: {separate} asks for a separate verifier environment (environment_mode = "
-                        "'separate' or [verifier.environment]), which this hrbench does not provide: the verifier "
-                        "would share the agent's environment; remove it to verify in the trial's environment")
+    sidecars = config.compose_collect_hooks()
+    if sidecars:
+        raise TaskError(f"{where}: [[verifier.collect]] hooks in compose services ({', '.join(sidecars)}) need a "
+                        "compose environment, which neither backend starts; run them in service 'main'")
     allowlists = [w for w, mode in config.network_modes().items() if mode == "allowlist"]
     if allowlists:
         raise TaskError(f"{where}: network_mode 'allowlist' / allowed_hosts ({', '.join(allowlists)}) needs an egress "
@@ -267,7 +267,7 @@ def _instruction(path: Path) -> str:
 
 def _stage(
     root: Path, toml_path: Path, index: int, step: StepSection, depends: dict, weights: dict,
-    shared_tests: Path | None,
+    shared_tests: Path | None, task_verifier: VerifierSection,
 ) -> Stage:
     name = step.name
     if not name or "/" in name or name in (".", ".."):
@@ -299,6 +299,9 @@ def _stage(
         healthcheck=step.healthcheck,
         min_reward=tuple(min_reward.items()) if isinstance(min_reward, dict) else min_reward,
         artifacts=tuple(artifact_path(a) for a in step.artifacts),
+        separate_verifier=step.verifier.separate(task_verifier),
+        # a step's own hooks, else the task's: a step's verifier falls back to [verifier] key by key
+        collect=tuple(step.verifier.collect or task_verifier.collect),
     )
 
 
@@ -312,13 +315,15 @@ def _tests(folder: Path, shared: Path | None, what: str) -> Path:
                     "tests/test.sh to fall back on")
 
 
-def _single_stage(root: Path) -> Stage:
+def _single_stage(root: Path, verifier: VerifierSection) -> Stage:
     return Stage(
         name=SINGLE_STAGE_NAME,
         index=0,
         instruction=_instruction(root / "instruction.md"),
         solution=_require(root / "solution" / "solve.sh", "reference solution (solution/solve.sh)"),
         tests=_require(root / "tests" / "test.sh", "verifier (tests/test.sh)").parent,
+        separate_verifier=verifier.separate(),
+        collect=tuple(verifier.collect),
     )
 
 

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from hrbench.tasks.harbor import Healthcheck, KeySupport
+from hrbench.tasks.harbor import CollectHook, Healthcheck, KeySupport
 
 KEY_BEGIN = "# hrbench:key-begin"
 KEY_END = "# hrbench:key-end"
@@ -37,6 +37,10 @@ class Stage(BaseModel):
     healthcheck: Healthcheck | None = None  # [steps.healthcheck], after setup, before the agent's turn
     min_reward: float | tuple[tuple[str, float], ...] | None = None  # [[steps]] min_reward (Harbor's gate)
     artifacts: tuple[str, ...] = ()  # [[steps]] artifacts: paths collected after this step's verification
+    # [verifier] environment_mode = "separate" (or a [verifier.environment]): the verifier runs in a fresh
+    # environment that receives only the collected paths (/logs/artifacts, the task's and this step's artifacts)
+    separate_verifier: bool = False
+    collect: tuple[CollectHook, ...] = ()  # [[verifier.collect]]: run after the agent's turn, before collection
 
     def solution_script(self) -> str:
         return self.solution.read_text()

@@ -134,3 +134,24 @@ def test_a_harbor_multi_step_task_runs_on_docker_as_on_local(backend: DockerBack
     assert (tmp_path / saved["open"][0]).read_text() == "opened with 100\n"
     assert (tmp_path / saved["close"][-1]).read_text() == "EUR 100\nclosed\n"
     assert hrbench_containers(backend) == []
+
+
+def test_a_separate_verifier_runs_in_its_own_container_on_the_collected_files_only(backend: DockerBackend):
+    # tests/fixtures/harbor/sealed: passes only when the answer and the collect hook's snapshot were handed
+    # over and the agent's scratch file was not (tests/harbor/test_separate_verifier.py does the same on local)
+    task = load_task(Path(__file__).resolve().parents[1] / "fixtures" / "harbor" / "sealed")
+    env = backend.start(task, 0)
+    try:
+        env.run_solution(task.stages[0])
+        check = env.verify(task.stages[0])
+        assert check.passed, check.output
+        assert "[[verifier.collect]] 'wc -c < /app/answer.txt > /logs/artifacts/answer-size.txt': exit 0" \
+            in check.output
+        # the agent's link to a file of its container holding the answer travels as a link, never followed:
+        # it dangles in the verifier's container (a copy that followed it would hand over the answer)
+        env.exec("echo 42 > /output/real.txt; rm /app/answer.txt; ln -s /output/real.txt /app/answer.txt", 10)
+        linked = env.verify(task.stages[0])
+        assert not linked.passed and "no answer" in linked.output, linked.output
+    finally:
+        env.close()
+    assert hrbench_containers(backend) == []

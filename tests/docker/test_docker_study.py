@@ -23,9 +23,10 @@ from tests.docker.conftest import DOCKER_FIXTURES
 pytestmark = pytest.mark.slow  # podman, image builds, containers, a whole `hrbench run`
 
 DOCKER_ONLY = DOCKER_FIXTURES / "tree-tools"
+SEALED = Path(__file__).resolve().parents[1] / "fixtures" / "harbor" / "sealed"
 
 
-def _study(tmp_path: Path, backend: str, tasks: tuple[Path, ...]) -> Path:
+def _study(tmp_path: Path, backend: str, tasks: tuple[Path, ...], natural: int = 2) -> Path:
     registry = tmp_path / "registry"
     for task in tasks:
         shutil.copytree(task, registry / task.name)
@@ -34,7 +35,7 @@ def _study(tmp_path: Path, backend: str, tasks: tuple[Path, ...]) -> Path:
         "tasks": {"registry": str(registry)}, "backend": backend,
         "agents": [{"id": "reference", "kind": "oracle"}, {"id": "skilled", "kind": "sim", "sim": {"skill": 1.0}}],
         "checkpoint": {"budget": {"max_turns": 3, "timeout_sec": 120, "command_timeout_sec": 30, "memory_mb": 512}},
-        "trials": {"checkpoint": 1, "natural": 2}, "bootstrap": {"n_boot": 100, "seed": 1}, "concurrency": 2,
+        "trials": {"checkpoint": 1, "natural": natural}, "bootstrap": {"n_boot": 100, "seed": 1}, "concurrency": 2,
     }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(study))
@@ -59,22 +60,30 @@ def test_a_docker_study_over_a_docker_only_task_runs_end_to_end(docker_host: str
     assert set(stores.tables.read("task_catalog", ())["backend"]) == {"docker"}
 
 
-@pytest.mark.long  # a second whole study on podman: CI's budget (HRBENCH_LONG=1 runs it)
+def _prebuilt_image_task(tmp_path: Path) -> Path:
+    """A one-stage docker-only task that costs the engine almost nothing: a prebuilt image and no Dockerfile
+    (docker-only; the docker backend runs it on the base image), with a separate verifier besides."""
+    task = tmp_path / "tasks" / "sealed"
+    shutil.copytree(SEALED, task)
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace("[environment]\n", '[environment]\ndocker_image = "acme/sealed:1"\n'))
+    return task
+
+
 def test_auto_sends_each_task_of_a_mixed_registry_where_it_belongs(docker_host: str, tmp_path: Path, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", docker_host)
-    design = StudyDesign.from_file(_study(tmp_path, "auto", (TINY_TASK, DOCKER_ONLY)))
+    design = StudyDesign.from_file(_study(tmp_path, "auto", (TINY_TASK, _prebuilt_image_task(tmp_path)), natural=1))
     runner = TrialRunner(design, StudyStores(tmp_path / "out"), progress=False)
-    for task in ("tiny-chain", "tree-tools"):
-        rows = runner.run_natural_trials("reference", task)
-        assert [r.passed for r in rows] == [True, True], [r.error for r in rows]
     on = {t.name: type(runner.backend.for_task(t)).__name__ for t in design.tasks}
-    assert on == {"tiny-chain": "LocalBackend", "tree-tools": "DockerBackend"}
-    # local kept its oracle states on disk for tiny-chain only; tree-tools. are images in the engine
+    assert on == {"tiny-chain": "LocalBackend", "acme/sealed": "DockerBackend"}
+    for task in ("tiny-chain", "acme/sealed"):
+        rows = runner.run_natural_trials("reference", task)
+        assert [r.passed for r in rows] == [True], [r.error for r in rows]
+    # local kept its oracle states on disk for tiny-chain only; acme/sealed's are images in the engine
     states = runner.stores.cache_dir / "states"
     assert sorted(p.name for p in states.iterdir()) == ["tiny-chain"]
-    images = [tag for image in runner.backend.for_task(design.task("tree-tools")).client.images.list()
-              for tag in image.tags]
-    assert any("hrbench-env/tree-tools" in tag for tag in images)
+    docker, sealed = runner.backend.for_task(design.task("acme/sealed")), design.task("acme/sealed")
+    assert docker.sealed_image(docker.state_image(sealed, 0))[0] is not None  # one image per state, not the whole list
 
 
 def test_tasks_audit_on_the_docker_backend_passes_a_docker_only_task(docker_host: str):

@@ -78,7 +78,7 @@ def test_exported_checkpoint_tasks_pass_the_audit_and_come_back_as_checkpoint_tr
     registry = tmp_path / "registry"
     gated_chain(registry, TINY_TASK)
     study = study_file(tmp_path / "study.yaml", registry, AGENTS[1:], trials={"checkpoint": 3, "natural": 1})
-    design = StudyDesign.from_file(study)
+    design = native = StudyDesign.from_file(study)
     exported = export_checkpoint_tasks(design.tasks, tmp_path / "exported")
     backend = LocalBackend(tmp_path / "cache")
     tasks = [load_task(p) for p in exported]
@@ -116,3 +116,12 @@ def test_exported_checkpoint_tasks_pass_the_audit_and_come_back_as_checkpoint_tr
                                                           >= 1.0)
     assert {s: (k, m) for s, k, m in zip(estimates["stage"], estimates["k"], estimates["m"])} == \
         {s: (sum(v), len(v)) for s, v in outcomes.items()}
+    # native checkpoint trials of the same study without the import, given the same outcomes trial by trial,
+    # give the same q̂ and intervals
+    own = records_table(TrialRunner(native, StudyStores(tmp_path / "native-out"), progress=False)
+                        .run_checkpoint_trials("shaky", "tiny-chain"))
+    same = [outcomes[stage][i] for stage, i in zip(own["stage"], own["trial_index"])]
+    own = own.assign(passed=same, exit_reason=["passed" if p else "failed" for p in same],
+                     prereg_sha256=native.prereg_sha256)
+    columns = ["stage", "k", "m", "m_missing", "q_hat", "q_ci_low", "q_ci_high"]
+    pd.testing.assert_frame_equal(stage_estimates(native, "shaky", own)[columns], estimates[columns])

@@ -1,5 +1,5 @@
 """Protects Harbor 1.3-1.4 semantics (issue 24): the schema versions read, network_mode per phase, the
-separate verifier refused by name, artifact objects' `exclude`, `[task] version`."""
+allowlist refused by name, artifact objects' `exclude`, `[task] version`."""
 
 from __future__ import annotations
 
@@ -60,8 +60,8 @@ def test_no_network_is_honoured_on_local(tmp_path: Path):
 
 
 @pytest.mark.parametrize("edit, named", [
-    (("[verifier]\n", '[verifier]\nenvironment_mode = "separate"\n'), "[verifier] asks for a separate verifier"),
     (("[agent]\n", '[agent]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n'), "allowlist"),
+    (("[verifier]\n", '[verifier]\n[verifier.environment]\nnetwork_mode = "allowlist"\n'), "allowlist"),
 ])
 def test_what_neither_backend_can_mean_is_refused_by_name(tmp_path: Path, edit: tuple[str, str], named: str):
     toml = _ledger(tmp_path) / "task.toml"

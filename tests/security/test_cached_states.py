@@ -82,3 +82,42 @@ def test_the_agent_cannot_see_the_cache_or_its_trial_directory(tmp_path: Path):
         assert (env.root / "persist").stat().st_uid == os.geteuid()
     finally:
         env.close()
+
+
+def test_what_the_agent_does_to_its_workspace_never_reaches_the_cached_state(tmp_path: Path):
+    """As root a trial's workspace is an overlay of the sealed state (copy-on-write): writes, truncation,
+    chmod, a hard link written through, renames and deletions all land in the trial's upper layer."""
+    backend = LocalBackend(tmp_path / "cache")
+    task = load_task(TINY_TASK)
+    state = backend.checkpoint_state(task, 1)
+    before = states.tree_sha256(state)
+    env = backend.start(task, 1)
+    try:
+        out = env.exec("ln a.txt link && echo 9 > link && chmod 600 a.txt && cat a.txt && mkdir d && mv d e && "
+                       "python3 -c \"import os; os.rename('e', 'f')\" && rm -f a.txt && echo ok", 10).output
+        assert out.split() == ["9", "ok"], out  # the agent sees its own writes, a directory renamed by rename(2)
+    finally:
+        env.close()
+    assert states.tree_sha256(state) == before and states.check(state) is None
+    assert (state / "work" / "a.txt").read_text() == "4\n"
+    env = backend.start(task, 1)  # the next trial starts from the sealed state, untouched
+    try:
+        assert env.exec("cat a.txt; ls", 10).output.split() == ["4", "a.txt", "seed.txt"]
+    finally:
+        env.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the overlay and its sized upper layer need root")
+def test_the_overlay_workspace_holds_what_a_copy_of_the_state_would(tmp_path: Path):
+    from hrbench.envs.local.confine import SandboxLimits
+
+    backend = LocalBackend(tmp_path / "cache", limits=SandboxLimits(workspace_mb=8))
+    task = load_task(TINY_TASK)
+    env = backend.start(task, 1)
+    try:
+        assert os.path.ismount(env.root)  # the overlay (in the trial's tmpfs, which holds its upper layer)
+        used = env.exec("head -c 20M /dev/zero > big; find /app /output -type f -printf '%s\\n' | "
+                        "awk '{s += $1} END {print s}'", 20)
+        assert 7 << 20 < int(used.output.split()[-1]) <= 8 << 20, used.output  # state and writes: 8 MB
+    finally:
+        env.close()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from hrbench.stats import paired_difference, residual_table, simulate_task
+from hrbench.stats import compare, paired_difference, residual_table, simulate_task
 from hrbench.stats.sampling import binomial_tables, binomial_tables_all_n
 
 
@@ -41,24 +41,24 @@ def _tasks(rng, n=6, gamma_factor=0.8):
 
 def test_same_seed_same_table_and_different_seed_differs():
     tasks = _tasks(np.random.default_rng(0))
-    a = residual_table(tasks, n_boot=300, seed=5, fixed_interval="bootstrap")
-    b = residual_table(tasks, n_boot=300, seed=5, fixed_interval="bootstrap")
-    c = residual_table(tasks, n_boot=300, seed=6, fixed_interval="bootstrap")
+    a = compare.residual_table(tasks, n_boot=300, seed=5, fixed_interval="bootstrap")
+    b = compare.residual_table(tasks, n_boot=300, seed=5, fixed_interval="bootstrap")
+    c = compare.residual_table(tasks, n_boot=300, seed=6, fixed_interval="bootstrap")
     assert [r.model_dump() for r in a] == [r.model_dump() for r in b]
     assert a[-1].trial_ci_low != c[-1].trial_ci_low
 
 
-def test_default_table_is_closed_form_and_does_not_depend_on_the_seed():
+def test_study_table_is_closed_form_and_is_the_comparison_table_at_its_defaults():
     tasks = _tasks(np.random.default_rng(0))
-    a = residual_table(tasks, n_boot=300, seed=5)
-    c = residual_table(tasks, n_boot=50, seed=6)
+    a = residual_table(tasks, n_boot=300)
+    c = compare.residual_table(tasks, n_boot=50, seed=6)
     assert [r.model_dump(exclude={"n_boot"}) for r in a] == [r.model_dump(exclude={"n_boot"}) for r in c]
 
 
 def test_hierarchical_interval_is_wider_than_trial_level_with_heterogeneous_tasks():
     rng = np.random.default_rng(1)
     tasks = [simulate_task(f"t{j}", "F", [0.9, 0.9], [0.9, 0.9 * f], 60, 60, rng) for j, f in enumerate(np.linspace(0.4, 1, 10))]
-    row = residual_table(tasks, n_boot=1000, seed=0)[-1]
+    row = residual_table(tasks, n_boot=1000)[-1]
     assert row.ci_high - row.ci_low > row.trial_ci_high - row.trial_ci_low
 
 
@@ -71,7 +71,7 @@ def test_trial_level_interval_covers_known_truth():
     reps = 200
     for rep in range(reps):
         t = simulate_task("t", "F", q, r, 60, 60, rng)
-        row = residual_table([t], n_boot=400, seed=rep, scopes=("task",))[0]
+        row = residual_table([t], n_boot=400, scopes=("task",))[0]
         hits += row.ci_low <= truth <= row.ci_high
     # Binomial(200, 0.95) lies in [0.90, 0.99] with probability > 0.99.
     assert 0.90 <= hits / reps <= 0.99
@@ -84,7 +84,7 @@ def test_stage_term_intervals_bracket_their_point_values():
 
 
 def test_bca_option_runs_and_reports_its_method():
-    rows = residual_table(_tasks(np.random.default_rng(5)), n_boot=500, ci_method="bca", fixed_interval="bootstrap")
+    rows = compare.residual_table(_tasks(np.random.default_rng(5)), n_boot=500, ci_method="bca", fixed_interval="bootstrap")
     assert rows[-1].trial_ci_method == "trial-bca" and rows[-1].ci_method == "cluster-t"
     assert all(r.trial_ci_low < r.trial_ci_high for r in rows)
 
@@ -112,7 +112,8 @@ def test_paired_difference_requires_matching_task_names():
 
 def test_hierarchical_replicates_match_a_naive_two_stage_bootstrap():
     # The bank/running-sum implementation (with bank wrap-around) against a plain loop.
-    from hrbench.stats.bootstrap import hierarchical_gammas, pack, trial_bank
+    from hrbench.stats.compare.bootstrap import hierarchical_gammas, trial_bank
+    from hrbench.stats.packed import pack
 
     rng = np.random.default_rng(9)
     tasks = [simulate_task(f"t{j}", "F", [0.9, 0.7], [0.9, 0.7 * f], 30, 30, rng) for j, f in enumerate(np.linspace(0.5, 1, 8))]
@@ -141,15 +142,34 @@ def test_hierarchical_replicates_match_a_naive_two_stage_bootstrap():
 
 
 def test_tasks_only_resampling_is_offered_and_labelled():
-    rows = residual_table(_tasks(np.random.default_rng(10)), n_boot=400, hierarchical="tasks_only")
+    rows = compare.residual_table(_tasks(np.random.default_rng(10)), n_boot=400, hierarchical="tasks_only")
     agg = rows[-1]
     assert agg.ci_method == "task-resample-percentile" and agg.ci_low < agg.gamma < agg.ci_high
 
 
 def test_thread_count_never_changes_results():
-    from hrbench.stats.bootstrap import pack, trial_bank
+    from hrbench.stats.compare.bootstrap import trial_bank
+    from hrbench.stats.packed import pack
 
     pk = pack(_tasks(np.random.default_rng(12), n=40))
     one = trial_bank(pk, 20_000, np.random.SeedSequence(3), "jeffreys", workers=1, raw=True)
     two = trial_bank(pk, 20_000, np.random.SeedSequence(3), "jeffreys", workers=2, raw=True)
     assert np.array_equal(one.p_exp, two.p_exp) and np.array_equal(one.p_obs_raw, two.p_obs_raw)
+
+
+def test_the_production_path_offers_and_imports_no_comparison_scheme():
+    # Issue 22: what a study cannot select lives in hrbench.stats.compare, for tests and benchmarks only.
+    import inspect
+    import re
+    from pathlib import Path
+
+    options = {"hierarchical", "aggregate", "fixed_interval", "ci_method", "seed"}
+    for fn in (residual_table, paired_difference):
+        assert not options & set(inspect.signature(fn).parameters), fn.__name__
+    root = Path(__file__).resolve().parents[2]
+    users = [str(p.relative_to(root)) for top in ("hrbench", "resources", "assets", "pipelines")
+             for p in (root / top).rglob("*.py")
+             if "stats/compare" not in p.as_posix()
+             and re.search(r"^\s*(from hrbench\.stats\.compare|import hrbench\.stats\.compare|from hrbench\.stats import .*\bcompare\b)",
+                           p.read_text(), re.M)]
+    assert users == []

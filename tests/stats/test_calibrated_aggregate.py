@@ -6,8 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from hrbench.stats import outcomes_from_counts, paired_difference, residual_table, simulate_task
-from hrbench.stats.bootstrap import pack, rescaled_task_resample_gammas
+from hrbench.stats import compare, outcomes_from_counts, paired_difference, residual_table, simulate_task
+from hrbench.stats.compare.bootstrap import rescaled_task_resample_gammas
+from hrbench.stats.packed import pack
 
 
 def _study(rng, n=8, fams="AB"):
@@ -26,7 +27,7 @@ def test_aggregate_sums_raw_proportions_under_a_smoothing_rule():
         assert fam.gamma == pytest.approx(math.log(1.38 / 1.3))
         if rule == "jeffreys":  # task rows keep the declared rule
             assert rows["a"].p_expected == pytest.approx((8.5 / 11) * (5.5 / 11))
-    smoothed = {r.name: r for r in residual_table([a, b], n_boot=200, aggregate="smoothed")}
+    smoothed = {r.name: r for r in compare.residual_table([a, b], n_boot=200, aggregate="smoothed")}
     ta, tb = smoothed["a"], smoothed["b"]
     assert smoothed["F"].p_expected == pytest.approx((3 * ta.p_expected + tb.p_expected) / 4)
 
@@ -56,7 +57,7 @@ def test_hierarchical_schemes_are_labelled():
     tasks = _study(np.random.default_rng(5))
     assert residual_table(tasks, n_boot=200)[-1].ci_method == "cluster-t"
     for scheme, label in (("tasks_then_trials", "two-stage-hierarchical"), ("tasks_rescaled", "hierarchical")):
-        row = residual_table(tasks, n_boot=200, hierarchical=scheme)[-1]
+        row = compare.residual_table(tasks, n_boot=200, hierarchical=scheme)[-1]
         assert row.ci_method == f"{label}-percentile" and row.ci_low < row.gamma < row.ci_high
 
 

@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 from hrbench.stats import outcomes_from_counts as counts
-from hrbench.stats import paired_difference, residual_table, simulate_task
+from hrbench.stats import compare, paired_difference, residual_table, simulate_task
 from hrbench.stats.cluster import effective_jeffreys_log_limits, jeffreys_log_limits, mover_aggregate_intervals
 
 
@@ -103,8 +103,8 @@ def test_paired_difference_flags_small_families_and_is_closed_form():
     assert one.ci_method == "too-few-tasks" and one.ci_low is None and "too-few-tasks" in one.flags
     task = rows[("task", "t4")]
     assert (one.delta, one.trial_ci_low, one.trial_ci_high) == (task.delta, task.trial_ci_low, task.trial_ci_high)
-    # Closed form: no replicate, so the seed does not matter.
-    again = paired_difference(base, other, n_boot=100, seed=9)
+    # Closed form: no replicate, so the comparison version's seed does not matter; its defaults are the study's.
+    again = compare.paired_difference(base, other, n_boot=100, seed=9)
     assert [r.model_dump() for r in again] == [r.model_dump() for r in rows.values()]
 
 

@@ -9,14 +9,14 @@ import pytest
 from scipy import stats
 
 from hrbench.stats import outcomes_from_counts as counts
-from hrbench.stats import residual_table
-from hrbench.stats.bootstrap import pack, rescaled_task_resample_gammas
+from hrbench.stats import compare, residual_table
+from hrbench.stats.compare.bootstrap import rescaled_task_resample_gammas
+from hrbench.stats.packed import pack, raw_probabilities
 from hrbench.stats.cluster import cluster_t_intervals, jeffreys_log_limits, mover_gamma_interval
-from hrbench.stats.residuals import raw_probabilities
 
 
 def _rows(tasks, **kw):
-    return {(r.scope, r.name): r for r in residual_table(tasks, n_boot=kw.pop("n_boot", 2000), **kw)}
+    return {(r.scope, r.name): r for r in compare.residual_table(tasks, n_boot=kw.pop("n_boot", 2000), **kw)}
 
 
 def test_two_task_family_with_equal_ratios_is_not_zero_width():

@@ -98,6 +98,10 @@ _VERIFY = backend_script(__name__, "verify.sh")  # one verification in one exec
 _VERIFY_STARTED = "hrbench: verification started\n"  # verify.sh's first line: the exec did start
 _SOLVE = backend_script(__name__, "solve.sh")  # Harbor's oracle, as local runs it
 _TAR_PATHS = backend_script(__name__, "tar_paths.sh")  # a tar of the workdir and persisted paths
+# a separate verifier's inputs: the local backend's script (its `out` mode), read as a file, not imported
+_HANDOVER = backend_script("hrbench.envs.local", "handover.sh")
+_WORKSPACE_GONE = ("the agent used up the container's memory until its init was killed: the container stopped, and "
+                   "the workspace it left (a tmpfs) with it; the stage is not verified")
 _WRAP = backend_script(__name__, "wrap.sh")  # the agent's command, bounded, its group killed after
 _RELAY = backend_script(__name__, "relay.py")  # the persistent shell's host side (python -I -S)
 
@@ -460,18 +464,7 @@ class DockerEnvironment(StagedEnvironment):
         endpoint costs several times the engine CPU of an exec per path (it mounts the container's
         root each time; measured 0.15 s against 0.025 s for an exec of all three), and the audit reads
         the files four times per stage."""
-        api = self.backend.client.api
-        exec_id = api.exec_create(self.container_id, ["bash", "-c", _TAR_PATHS, "hrbench", self.task.workdir,
-                                                      *self.task.persist], stdout=True, stderr=True, user="0")["Id"]
-        out, err = io.BytesIO(), HeadTail(2000)
-        for stdout, stderr in api.exec_start(exec_id, stream=True, demux=True):
-            out.write(stdout or b"")
-            err.add(stderr or b"")
-        code = api.exec_inspect(exec_id).get("ExitCode")
-        if code not in (0, 1):  # 1: a file changed while tar read it (a live agent process), which is fine
-            raise SandboxError(f"container {self.container_id[:12]}: reading {self.task.workdir} with the image's "
-                               f"tar failed (exit {code}; the docker backend needs bash and tar in the image): "
-                               f"{err.render()}")
+        out = self._tar_out(_TAR_PATHS, [self.task.workdir, *self.task.persist], f"reading {self.task.workdir}")
         roots = sorted([(self.task.workdir.strip("/"), ""),
                         *((p.strip("/"), f"{PERSIST_DIR}/{p.strip('/')}/") for p in self.task.persist)],
                        key=lambda root: -len(root[0]))  # the longest path that holds a member names it
@@ -493,6 +486,21 @@ class DockerEnvironment(StagedEnvironment):
                     files[rel] = WorkdirFile(data=data.read() if data else b"", mode=member.mode)
         return files
 
+    def _tar_out(self, script: str, args: list[str], what: str) -> io.BytesIO:
+        """The tar a root exec of `script` prints on stdout (the image's own tar: symlinks kept as links)."""
+        api = self.backend.client.api
+        exec_id = api.exec_create(self.container_id, ["bash", "-c", script, "hrbench", *args], stdout=True,
+                                  stderr=True, user="0")["Id"]
+        out, err = io.BytesIO(), HeadTail(2000)
+        for stdout, stderr in api.exec_start(exec_id, stream=True, demux=True):
+            out.write(stdout or b"")
+            err.add(stderr or b"")
+        code = api.exec_inspect(exec_id).get("ExitCode")
+        if code not in (0, 1):  # 1: a file changed while tar read it (a live agent process), which is fine
+            raise SandboxError(f"container {self.container_id[:12]}: {what} with the image's tar failed (exit "
+                               f"{code}; the docker backend needs bash and tar in the image): {err.render()}")
+        return out
+
     def open_shell(self, max_pids: int = 256) -> DockerShell:
         """A persistent bash in the container (llm and command agents type into it); the container's
         pids limit bounds it, so `max_pids` is accepted for the interface and not used."""
@@ -503,6 +511,63 @@ class DockerEnvironment(StagedEnvironment):
     # -- verify ----------------------------------------------------------------------------
 
     def verify(self, stage: Stage) -> VerifierResult:
+        """Run the stage's [[verifier.collect]] hooks, then its tests: in this container, or (a separate
+        verifier, Harbor's environment_mode = "separate") in a new container of the task's image (e_0)
+        that receives only the collected paths, read out by the image's tar and put in by the engine."""
+        if stage.collect or stage.separate_verifier:
+            if not self._stop_agent():
+                return VerifierResult(reward=0.0, passed=False, output="", duration_s=0.0,
+                                      agent_fault=_WORKSPACE_GONE)
+            for shell in list(self.shells):  # their bash died with every other agent process
+                shell._release()
+        hooks = self._run_collect_hooks(stage)
+        if not stage.separate_verifier:
+            result = self._verify_here(stage)
+        else:
+            verifier = self._separate_verifier(stage)
+            try:
+                result = verifier._verify_here(stage)
+            finally:
+                verifier.close()
+        return result.model_copy(update={"output": hooks + result.output})
+
+    def _stop_agent(self) -> bool:
+        """Every agent process ended before a hook or a handover: by the reaper, or, when no process can start
+        in the container (the agent used up its processes or memory), by a restart (`_restart`). False: the
+        workspace went with the container."""
+        try:
+            self._reap_all()
+        except SandboxError:
+            return self._restart()
+        return True
+
+    def _run_collect_hooks(self, stage: Stage) -> str:
+        """Harbor's [[verifier.collect]], as local runs them (every agent process ended already): each hook's
+        command as the agent user, and whatever it started ended after it."""
+        notes = []
+        for hook in stage.collect:
+            run = self._wrapped(hook.command, self.user, hook.timeout_sec, task_env(self.task))
+            self._reap_all()
+            status = "timed out" if run.timed_out else f"exit {run.exit_code}"
+            notes.append(f"hrbench: [[verifier.collect]] {hook.command!r}: {status}\n{run.output[-2000:]}")
+        return "".join(f"{n.rstrip()}\n" for n in notes)
+
+    def _separate_verifier(self, stage: Stage) -> DockerEnvironment:
+        """A new container of the task's image holding the collected paths of this one (/logs/artifacts, the
+        task's and this stage's artifacts) at their own paths (every agent process is ended already)."""
+        paths = list(dict.fromkeys(("/logs/artifacts", *self.task.artifacts, *stage.artifacts)))
+        archive = self._tar_out(_HANDOVER, ["out", "-", *paths], "collecting the separate verifier's inputs")
+        verifier = self.backend._container(self.task, self.backend._state_id(self.task, 0))
+        try:
+            verifier.artifacts_dir = self.artifacts_dir
+            if archive.tell():
+                self.backend.client.api.put_archive(verifier.container_id, "/", archive.getvalue())
+        except BaseException:
+            verifier.close()
+            raise
+        return verifier
+
+    def _verify_here(self, stage: Stage) -> VerifierResult:
         """Kill every agent process (its shells too, as local does), then run the stage's tests.
 
         Tests go in only now and are removed after; the reward is read after the verifier and
@@ -532,9 +597,8 @@ class DockerEnvironment(StagedEnvironment):
             for shell in list(self.shells):
                 shell._release()
             # never verify the image's copy in its place: the stage is the agent's failure, unverified
-            return VerifierResult(reward=0.0, passed=False, output="", duration_s=run.duration_s, agent_fault=(
-                "the agent used up the container's memory until its init was killed: the container stopped, "
-                "and the workspace it left (a tmpfs) with it; the stage is not verified"))
+            return VerifierResult(reward=0.0, passed=False, output="", duration_s=run.duration_s,
+                                  agent_fault=_WORKSPACE_GONE)
         if restarted:
             run = self._run(argv, "0", limit + 60, env)
         for shell in list(self.shells):  # their bash died with every other agent process
@@ -863,7 +927,9 @@ class DockerBackend:
                     if not check.passed:
                         raise SandboxError(
                             f"task {task.name!r}: replaying the reference solution of stage {stage.name!r} "
-                            f"did not pass its verifier (reward {check.reward}) on the docker backend; run "
+                            f"did not pass its verifier (reward {check.reward}"
+                            f"{'; exit reason verifier_error; ' + check.error if check.error else ''}) on the "
+                            "docker backend; run "
                             f"`hrbench tasks audit`.\n{result.output[-800:]}\n{check.output[-800:]}")
                     self._commit(env, ref, env.user)
                 finally:

@@ -42,8 +42,10 @@ from hrbench.envs.local.confine import (
     area_tempdir,
     bwrap_available,
     confined_argv,
+    mount_overlay,
     mount_sized_tmpfs,
     namespace_args,
+    new_network_namespace,
     root_mounts,
     sandbox_area,
     sandbox_owner,
@@ -77,17 +79,21 @@ VERIFIER_TOOLCHAIN = "/opt/hrbench-verifier/bin"
 _STEP_COPY = backend_script(__name__, "step_copy.sh")  # a step's workdir/ files into WORKDIR, in the sandbox
 _FULL_BYTES = 1 << 20  # a sized workspace with less free space than this is full
 STEP_FILES = "/opt/hrbench-step-workdir"  # a step's workdir/ files, bound read-only while they are copied in
+# a separate verifier's inputs in transit (handover.sh): the agent's sandbox writes a tar here, the fresh one reads it
+HANDOVER = "/opt/hrbench-handover"
+_HANDOVER = backend_script(__name__, "handover.sh")
 
 
 def _sandbox_args(root: Path, workdir: str, limits: SandboxLimits, extra: list[str] | None = None,
                   nested_userns: bool = False, env: dict[str, str] | None = None,
-                  persist: tuple[str, ...] = ()) -> list[str]:
+                  persist: tuple[str, ...] = (), joined_netns: bool = False) -> list[str]:
     """bwrap arguments: the shared root, the trial's `work/` at `workdir`, its persisted paths outside
     it, then `extra` mounts. Every source is under `root`, whose directories the agent cannot write."""
     # after `extra`: the verifier's /logs is mounted first, then /logs/artifacts over it
     binds = [a for path in persist for a in ("--bind", str(root / PERSIST_ROOT / path.lstrip("/")), path)]
     return (root_mounts(limits) + ["--dir", str(Path(workdir).parent), "--bind", str(root / WORK_DIR), workdir]
-            + (extra or []) + binds + namespace_args(nested_userns=nested_userns, env=env, chdir=workdir))
+            + (extra or []) + binds + namespace_args(nested_userns=nested_userns, env=env, chdir=workdir,
+                                                     joined_netns=joined_netns))
 
 
 def prepare_trial_dir(root: Path, task: Task) -> None:
@@ -134,7 +140,7 @@ def _toolchain() -> Path:
 
 
 def run_confined(argv: list[str], stdin: str, timeout_s: float, cgroup: TrialCgroup | None,
-                 output_limit: int = EXEC_OUTPUT_LIMIT) -> ExecResult:
+                 output_limit: int = EXEC_OUTPUT_LIMIT, pass_fds: tuple[int, ...] = ()) -> ExecResult:
     """Run a confined command, feeding it `stdin`; its output is kept head and tail only.
 
     When it returns, the command's process tree is gone or going: bwrap's pid namespace dies with
@@ -142,7 +148,7 @@ def run_confined(argv: list[str], stdin: str, timeout_s: float, cgroup: TrialCgr
     trial's cgroup afterwards; doing it here would also end a persistent shell of the same trial."""
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True, env=LAUNCH_ENV, cwd="/")
+                            start_new_session=True, env=LAUNCH_ENV, cwd="/", pass_fds=pass_fds)
     buf = HeadTail(output_limit // 2)
     pending = memoryview(stdin.encode("utf-8", errors="surrogateescape"))
     out_fd, in_fd = proc.stdout.fileno(), proc.stdin.fileno()
@@ -222,9 +228,11 @@ class LocalEnvironment(StagedEnvironment):
     `close` can end all of them."""
 
     def __init__(self, task: Task, root: Path, memory_mb: int = 1024, owns_workspace: bool = True,
-                 limits: SandboxLimits | None = None, mounted: bool = False):
+                 limits: SandboxLimits | None = None, mounted: bool = False, mount_point: Path | None = None):
         self.task = task
         self.root = root  # the trial directory (the harness's): work/ and persist/
+        # what `close` unmounts and removes: the trial's tmpfs, which holds `root` itself or its overlay
+        self._mount_point = mount_point or root
         self.workspace = root / WORK_DIR  # what the sandbox sees at WORKDIR
         self.limits = limits or SandboxLimits(memory_mb=memory_mb)
         self.memory_mb = self.limits.memory_mb
@@ -233,12 +241,33 @@ class LocalEnvironment(StagedEnvironment):
         self._shells: list[PersistentShell] = []
         self._cgroup: TrialCgroup | None = None
         self._verifier_cgroup: TrialCgroup | None = None
+        self._netns: int | None = None  # the trial's network namespace fd (-1: none could be made)
         self._begun: set[int] = set()  # stages whose workdir files, setup.sh and healthcheck ran
         self.artifacts_dir: Path | None = None  # where verify() copies artifacts (per stage), when set
 
-    def _args(self, extra: list[str] | None = None, **kwargs) -> list[str]:
-        return _sandbox_args(self.root, self.task.workdir, self.limits, extra, persist=self.task.persist,
-                             **kwargs)
+    def _confined(self, command: list[str], group: TrialCgroup, extra: list[str] | None = None,
+                  root: Path | None = None, **kwargs) -> list[str]:
+        """The command line of one of the trial's sandboxes (`_sandbox_args`) over the trial directory `root`
+        (the trial's own by default), in the trial's network namespace when there is one; start it with
+        `pass_fds=self._fds`."""
+        netns = self.netns
+        args = _sandbox_args(root or self.root, self.task.workdir, self.limits, extra, persist=self.task.persist,
+                             joined_netns=netns is not None, **kwargs)
+        return confined_argv(args, command, self.limits, group, netns)
+
+    @property
+    def netns(self) -> int | None:
+        """The trial's network namespace (an fd), made at its first sandbox: every sandbox of the trial
+        (agent commands, shells, set-up, solution replay, verifier) joins it instead of making its own,
+        and it dies with the trial. None where it cannot be made (each sandbox then has its own)."""
+        if self._netns is None:
+            made = new_network_namespace()
+            self._netns = -1 if made is None else made
+        return None if self._netns < 0 else self._netns
+
+    @property
+    def _fds(self) -> tuple[int, ...]:
+        return () if self.netns is None else (self.netns,)
 
     @property
     def cgroup(self) -> TrialCgroup:
@@ -261,9 +290,8 @@ class LocalEnvironment(StagedEnvironment):
         return self._mounted
 
     def exec(self, command: str, timeout_s: float) -> ExecResult:
-        args = self._args(env=task_env(self.task))
-        return run_confined(confined_argv(args, ["/bin/bash", "-s"], self.limits, self.cgroup), command, timeout_s,
-                            self.cgroup)
+        argv = self._confined(["/bin/bash", "-s"], self.cgroup, env=task_env(self.task))
+        return run_confined(argv, command, timeout_s, self.cgroup, pass_fds=self._fds)
 
     def open_shell(self) -> PersistentShell:
         """A persistent sandboxed bash over this workspace (llm and command agents type into it).
@@ -271,9 +299,8 @@ class LocalEnvironment(StagedEnvironment):
         Same sandbox and limits as `exec`; `verify` and `close` end it (and everything it started)."""
         from hrbench.envs.shell import PersistentShell
 
-        args = self._args(env=task_env(self.task))
-        argv = confined_argv(args, ["/bin/bash", "--noprofile", "--norc", "-s"], self.limits, self.cgroup)
-        shell = PersistentShell(argv)
+        argv = self._confined(["/bin/bash", "--noprofile", "--norc", "-s"], self.cgroup, env=task_env(self.task))
+        shell = PersistentShell(argv, pass_fds=self._fds)
         self._shells = [s for s in self._shells if not s.closed] + [shell]
         return shell
 
@@ -293,12 +320,11 @@ class LocalEnvironment(StagedEnvironment):
                     if not path.is_symlink():
                         os.chmod(path, 0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
             os.chmod(folder, 0o755)
-            args = self._args(["--ro-bind", str(folder), "/solution"],
-                              env=task_env(self.task, self.task.solution_env, where="[solution.env]"))
-            timeout = stage.agent_timeout_sec or self.task.agent_timeout_sec
             # bash runs the script itself (not typed into `bash -s`): one process fewer per replay
-            return run_confined(confined_argv(args, ["/bin/bash", "/solution/solve.sh"], self.limits, self.cgroup),
-                                "", timeout, self.cgroup)
+            argv = self._confined(["/bin/bash", "/solution/solve.sh"], self.cgroup, ["--ro-bind", str(folder), "/solution"],
+                                  env=task_env(self.task, self.task.solution_env, where="[solution.env]"))
+            timeout = stage.agent_timeout_sec or self.task.agent_timeout_sec
+            return run_confined(argv, "", timeout, self.cgroup, pass_fds=self._fds)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -310,10 +336,10 @@ class LocalEnvironment(StagedEnvironment):
         try:
             shutil.copytree(stage.workdir_files, staged / "files", symlinks=True)
             sandbox_owner(staged / "files")
-            args = self._args(["--ro-bind", str(staged / "files"), STEP_FILES], env=task_env(self.task))
-            argv = ["/bin/bash", "-s", STEP_FILES, self.task.workdir]
-            result = run_confined(confined_argv(args, argv, self.limits, self.cgroup), _STEP_COPY,
-                                  stage.agent_timeout_sec or self.task.agent_timeout_sec, self.cgroup)
+            argv = self._confined(["/bin/bash", "-s", STEP_FILES, self.task.workdir], self.cgroup,
+                                  ["--ro-bind", str(staged / "files"), STEP_FILES], env=task_env(self.task))
+            result = run_confined(argv, _STEP_COPY, stage.agent_timeout_sec or self.task.agent_timeout_sec,
+                                  self.cgroup, pass_fds=self._fds)
         finally:
             shutil.rmtree(staged, ignore_errors=True)
         if result.exit_code != 0:
@@ -329,11 +355,67 @@ class LocalEnvironment(StagedEnvironment):
             self._cgroup.kill()
 
     def verify(self, stage: Stage) -> VerifierResult:
-        """Copy the stage's tests in (read-only), run them, read the reward, remove them.
+        """Run the stage's [[verifier.collect]] hooks, then its tests: in this trial's sandbox, or (a separate
+        verifier, Harbor's environment_mode = "separate") in a fresh one that holds only the collected paths.
 
         No agent process is alive while the verifier runs, /logs starts empty, and the reward is
         read only once the verifier's whole process tree is dead."""
         self.stop_agent_processes()
+        hooks = self._run_collect_hooks(stage)
+        if not stage.separate_verifier:
+            result = self._verify_in(stage, self.root)
+        else:
+            fresh = area_tempdir("separate-verifier")
+            mounted = mount_sized_tmpfs(fresh, self.limits.workspace_mb, harness_owned=True)
+            try:
+                prepare_trial_dir(fresh, self.task)
+                self._hand_over(stage, fresh)
+                result = self._verify_in(stage, fresh)
+            finally:
+                if mounted:
+                    unmount(fresh)
+                shutil.rmtree(fresh, ignore_errors=True)
+        return result.model_copy(update={"output": hooks + result.output, "artifacts": self._collect_artifacts(stage)})
+
+    def _run_collect_hooks(self, stage: Stage) -> str:
+        """Harbor's [[verifier.collect]]: each hook's command in the trial's sandbox (the agent's view, its
+        limits), after the agent's turn and before anything is collected; whatever a hook starts is ended
+        after it. A failing hook is reported in the verifier's output, and the verifier judges what it left."""
+        notes = []
+        for hook in stage.collect:
+            run = run_confined(self._confined(["/bin/bash", "-s"], self.cgroup, env=task_env(self.task)),
+                               hook.command, hook.timeout_sec, self.cgroup, pass_fds=self._fds)
+            self.stop_agent_processes()
+            status = "timed out" if run.timed_out else f"exit {run.exit_code}"
+            notes.append(f"hrbench: [[verifier.collect]] {hook.command!r}: {status}\n{run.output[-2000:]}")
+        return "".join(f"{n.rstrip()}\n" for n in notes)
+
+    def _hand_over(self, stage: Stage, fresh: Path) -> None:
+        """The collected paths (/logs/artifacts, the task's and this stage's artifacts) copied from this
+        trial's sandbox into `fresh`'s, as a tar that one sandbox writes and the other extracts: the host
+        resolves no path the agent could have written."""
+        box = area_tempdir("handover")
+        try:
+            sandbox_owner(box)
+            paths = list(dict.fromkeys(("/logs/artifacts", *self.task.artifacts, *stage.artifacts)))
+            timeout = stage.verifier_timeout_sec or self.task.verifier_timeout_sec
+            out = run_confined(self._confined(["/bin/bash", "-s", "out", f"{HANDOVER}/handover.tar", *paths],
+                                              self.verifier_cgroup, ["--bind", str(box), HANDOVER], env=task_env(self.task)),
+                               _HANDOVER, timeout, self.verifier_cgroup, pass_fds=self._fds)
+            self.verifier_cgroup.kill()
+            into = run_confined(self._confined(["/bin/bash", "-s", "in", f"{HANDOVER}/handover.tar"], self.verifier_cgroup,
+                                               ["--ro-bind", str(box), HANDOVER], root=fresh, env=task_env(self.task)),
+                                _HANDOVER, timeout, self.verifier_cgroup, pass_fds=self._fds)
+            self.verifier_cgroup.kill()
+        finally:
+            shutil.rmtree(box, ignore_errors=True)
+        for what, run in (("collecting", out), ("handing over", into)):
+            if run.exit_code != 0:
+                raise SandboxError(f"task {self.task.name!r}: {what} the separate verifier's inputs failed "
+                                   f"(exit {run.exit_code}):\n{run.output[-800:]}")
+
+    def _verify_in(self, stage: Stage, root: Path) -> VerifierResult:
+        """Copy the stage's tests in (read-only), run them over the trial directory `root`, read the reward."""
         tmp = area_tempdir("verify")
         try:
             tests, logs = tmp / "tests", tmp / "logs"
@@ -356,12 +438,12 @@ class LocalEnvironment(StagedEnvironment):
                 # agent's modules on purpose. hrbench's own check library (checks.sh) sets it for itself.
                 env = task_env(self.task, self.task.verifier_env, stage.verifier_env, where="[verifier.env]")
                 env["PATH"] = f"{VERIFIER_TOOLCHAIN}:{env.get('PATH', SANDBOX_PATH)}"
-                args = self._args(extra, nested_userns=True, env=env)
                 timeout = stage.verifier_timeout_sec or self.task.verifier_timeout_sec
                 group = self.verifier_cgroup
+                argv = self._confined(["/bin/bash", "/tests/test.sh"], group, extra, root=root, nested_userns=True,
+                                      env=env)
                 events = group.limit_events()
-                result = run_confined(confined_argv(args, ["/bin/bash", "/tests/test.sh"], self.limits, group),
-                                      "", timeout, group, VERIFIER_OUTPUT_LIMIT)
+                result = run_confined(argv, "", timeout, group, VERIFIER_OUTPUT_LIMIT, pass_fds=self._fds)
                 if not group.kill():
                     raise SandboxError("the verifier's processes could not be killed; its reward is not read")
                 agent_fault = None
@@ -386,7 +468,6 @@ class LocalEnvironment(StagedEnvironment):
             rewards=rewards,
             error=error,
             agent_fault=agent_fault,
-            artifacts=self._collect_artifacts(stage),
         )
 
     def _agent_fault(self, before: dict[str, int], after: dict[str, int]) -> str | None:
@@ -460,11 +541,31 @@ class LocalEnvironment(StagedEnvironment):
             if group is not None:
                 group.release()
         self._cgroup = self._verifier_cgroup = None
+        if self._netns is not None and self._netns >= 0:
+            os.close(self._netns)  # the trial's processes are gone: the namespace goes with its last holder
+        self._netns = None
         if self._owns:
             if self._mounted:
-                unmount(self.root)
+                unmount(self._mount_point)  # with the overlay mounted inside it
                 self._mounted = False
-            shutil.rmtree(self.root, ignore_errors=True)
+            shutil.rmtree(self._mount_point, ignore_errors=True)
+
+
+def _overlay_state(state: Path, trial: Path) -> Path | None:
+    """The trial's tree as an overlay (in `trial`, its sized tmpfs): the sealed `state` read-only below,
+    a writable upper layer above; None when the kernel refuses the mount (the caller copies instead).
+
+    Copy-on-write instead of `cp -a` per trial: no copy process, no bytes copied until the agent
+    writes. Whatever the agent does through the overlay (writes, hard links, renames, deletions) lands
+    in the upper layer on the trial's tmpfs, never in the cached state (docs/security.md)."""
+    layers = [trial / name for name in ("tree", "upper", "overlay-work")]
+    for folder in layers:
+        folder.mkdir(mode=0o711)
+    if mount_overlay(state, layers[1], layers[2], layers[0]):
+        return layers[0]
+    for folder in layers:
+        folder.rmdir()
+    return None
 
 
 def copy_tree(src: Path, dest: Path) -> None:
@@ -501,6 +602,7 @@ class LocalBackend:
         self.limits = limits or SandboxLimits(memory_mb=memory_mb)
         self.memory_mb = self.limits.memory_mb
         self._locks: dict[str, threading.Lock] = {}
+        self._hashes: dict[int, tuple[Task, str]] = {}
         self._guard = threading.Lock()
 
     @property
@@ -526,7 +628,19 @@ class LocalBackend:
             )
 
     def _state_dir(self, task: Task, stages_done: int) -> Path:
-        return self.cache_dir / "states" / task.slug / task.content_hash()[:12] / f"after-{stages_done}"
+        return self.cache_dir / "states" / task.slug / self._content_hash(task)[:12] / f"after-{stages_done}"
+
+    def _content_hash(self, task: Task) -> str:
+        """The task's content hash, read once per loaded task (it reads every file of the package,
+        and is asked at every trial's start): a task edited on disk is a new state once reloaded."""
+        with self._guard:
+            known = self._hashes.get(id(task))
+        if known is not None and known[0] is task:
+            return known[1]
+        digest = task.content_hash()
+        with self._guard:
+            self._hashes[id(task)] = (task, digest)  # holding the task keeps its id from being reused
+        return digest
 
     def _cache(self, kind: str) -> Path:
         """A folder of the cache, the harness's only (0700): no sandbox uid can reach a cached state."""
@@ -589,7 +703,10 @@ class LocalBackend:
         if not check.passed:
             raise SandboxError(
                 f"task {task.name!r}: replaying the reference solution of stage {stage.name!r} "
-                f"did not pass its verifier (reward {check.reward}{'; ' + check.error if check.error else ''}); "
+                # a verifier without a result (killed or timed out on a busy machine) is named as the audit
+                # names one (runner._without_result), so the audit that built this state runs again
+                f"did not pass its verifier (reward {check.reward}"
+                f"{'; exit reason verifier_error; ' + check.error if check.error else ''}); "
                 "run `hrbench tasks audit`.\n"
                 f"{result.output[-800:]}\n{check.output[-800:]}"
             )
@@ -652,17 +769,27 @@ class LocalBackend:
                 raise SandboxError(f"task {task.name!r}: saved agent state {snapshot}: {problem}; remove it and the "
                                    "study's prefix journal of this agent and task so its prefix_rollouts run again")
         self.scratch_dir.mkdir(parents=True, exist_ok=True)
-        root = area_tempdir("ws", self.scratch_dir)
-        mounted = mount_sized_tmpfs(root, self.limits.workspace_mb, harness_owned=True)
-        try:
-            copy_tree(snapshot, root)
-        except (OSError, subprocess.CalledProcessError) as exc:
+        outer = area_tempdir("ws", self.scratch_dir)
+        # The overlay's upper layer gets what a copy of the state would have left free, so that the
+        # workspace (state and writes) holds at most `workspace_mb`, as with a copy
+        mounted = mount_sized_tmpfs(outer, self.limits.workspace_mb, harness_owned=True,
+                                    reserved=states.tmpfs_bytes(snapshot))
+        root = _overlay_state(snapshot, outer) if mounted else None
+        if root is None:  # no overlay (not root, or the kernel refused it): a private copy, full size
             if mounted:
-                unmount(root)
-            shutil.rmtree(root, ignore_errors=True)
-            raise SandboxError(f"task {task.name!r}: cannot copy the snapshot into a workspace of "
-                               f"{self.limits.workspace_mb} MB: {exc}") from exc
-        env = LocalEnvironment(task, root, owns_workspace=True, limits=self.limits, mounted=mounted)
+                unmount(outer)
+            mounted = mount_sized_tmpfs(outer, self.limits.workspace_mb, harness_owned=True)
+            root = outer
+            try:
+                copy_tree(snapshot, root)
+            except (OSError, subprocess.CalledProcessError) as exc:
+                if mounted:
+                    unmount(root)
+                shutil.rmtree(root, ignore_errors=True)
+                raise SandboxError(f"task {task.name!r}: cannot copy the snapshot into a workspace of "
+                                   f"{self.limits.workspace_mb} MB: {exc}") from exc
+        env = LocalEnvironment(task, root, owns_workspace=True, limits=self.limits, mounted=mounted,
+                               mount_point=outer)
         try:
             prepare_trial_dir(root, task)
         except BaseException:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import fcntl
 import functools
 import hashlib
 import itertools
@@ -37,7 +38,9 @@ import secrets
 import shlex
 import shutil
 import signal
+import socket
 import stat
+import struct
 import subprocess
 import threading
 import time
@@ -125,9 +128,14 @@ def root_mounts(limits: SandboxLimits) -> list[str]:
 
 
 def namespace_args(*, network: bool = False, nested_userns: bool = False, env: dict[str, str] | None = None,
-                   chdir: str = "/") -> list[str]:
-    """The tail of a bwrap command line: namespaces, a read-only root, a clean environment."""
-    args = ["--remount-ro", "/", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"]
+                   chdir: str = "/", joined_netns: bool = False) -> list[str]:
+    """The tail of a bwrap command line: namespaces, a read-only root, a clean environment.
+
+    `joined_netns`: the launcher has joined the trial's network namespace (`-n`), so bwrap makes every
+    namespace but that one (`--unshare-all` less `--unshare-net`)."""
+    unshare = ["--unshare-user-try", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"] \
+        if joined_netns else ["--unshare-all"]
+    args = ["--remount-ro", "/", *unshare, "--unshare-user", "--die-with-parent", "--new-session"]
     if network:
         args.append("--share-net")
     if not nested_userns:  # a verifier may nest bwrap (to run agent code without /logs); agents need not
@@ -136,6 +144,43 @@ def namespace_args(*, network: bool = False, nested_userns: bool = False, env: d
     for key, value in (env or {}).items():
         args += ["--setenv", key, value]
     return args + ["--chdir", chdir]
+
+
+# -- the trial's network namespace ------------------------------------------------------------------
+
+_CLONE_NEWNET = 0x40000000
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+
+
+def new_network_namespace() -> int | None:
+    """A new, empty network namespace (its loopback up, nothing else) held by an fd, for the sandboxes
+    of one trial; None where it cannot be made or joined (not root, or no compiled launcher): each
+    sandbox then gets its own from bwrap (`--unshare-net`).
+
+    Made in a thread of its own that ends right after: unshare(CLONE_NEWNET) moves only the calling
+    thread, so the harness's other threads never leave the host's namespace. Created by root, the
+    namespace belongs to the host's user namespace, in which the sandbox holds no capability: it can
+    neither add an interface nor change a sysctl of it. One namespace per trial, never shared between
+    trials; the fd is closed when the trial ends (the kernel then frees it)."""
+    if not privileged() or launcher() is None:
+        return None
+    made: list[int] = []
+
+    def make() -> None:
+        if _libc().unshare(_CLONE_NEWNET) != 0:
+            return
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:  # what bwrap does: loopback up
+                flags = struct.unpack("16sH14x", fcntl.ioctl(sock, _SIOCGIFFLAGS, struct.pack("16sH14x", b"lo", 0)))[1]
+                fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
+            made.append(os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC))
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=make, name="hrbench-netns")
+    thread.start()
+    thread.join()
+    return made[0] if made else None
 
 
 # -- cgroups ------------------------------------------------------------------------------------
@@ -208,7 +253,7 @@ def cgroup_bases(proc_cgroup: str, mountinfo: str) -> dict[str, Path]:
 CONTROLLERS = ("memory", "pids", "cpu")
 _CPU_PERIOD_US = 100_000
 _POOL_SIZE = 32  # emptied cgroups kept for reuse: creating and removing a memory cgroup is slow
-_pool: list[dict[str, Path]] = []
+_pool: list[tuple[dict[str, Path], SandboxLimits]] = []  # emptied groups and the limits they hold
 _pool_lock = threading.Lock()
 
 
@@ -229,11 +274,12 @@ class TrialCgroup:
         if existing is not None:  # adopting groups already there (a dead harness's, to remove them)
             return
         with _pool_lock:
-            reused = _pool.pop() if _pool else None
+            reused, held = _pool.pop() if _pool else (None, None)
         if reused is not None:
             try:
-                for controller, group in reused.items():
-                    self._limit(controller, group)
+                if held != limits:  # a pooled group keeps its limits: only different ones are written
+                    for controller, group in reused.items():
+                        self._limit(controller, group)
                 self.dirs = reused
                 return
             except OSError:
@@ -362,7 +408,7 @@ class TrialCgroup:
         if self.kill() and self.dirs:
             with _pool_lock:
                 if len(_pool) < _POOL_SIZE:
-                    _pool.append(self.dirs)
+                    _pool.append((self.dirs, self.limits))
                     self.dirs = {}
                     return
         self.remove()
@@ -390,7 +436,7 @@ class TrialCgroup:
 def _drain_pool() -> None:
     with _pool_lock:
         groups, _pool[:] = list(_pool), []
-    for dirs in groups:
+    for dirs, _ in groups:
         TrialCgroup("pooled", SandboxLimits(), existing=dirs).remove()
 
 
@@ -436,12 +482,14 @@ def launcher() -> str | None:
 
 
 def confined_argv(bwrap_args: list[str], command: list[str], limits: SandboxLimits,
-                  cgroup: TrialCgroup | None) -> list[str]:
+                  cgroup: TrialCgroup | None, netns: int | None = None) -> list[str]:
     """The full command line: join the trial's cgroups, set rlimits, drop to SANDBOX_UID, bwrap.
 
     Run it with `env=LAUNCH_ENV` (so the sandbox's pid 1 holds no host secret) and
     `start_new_session=True` (so killing its process group ends bwrap, and with it the sandbox's
-    pid namespace)."""
+    pid namespace). `netns` (from `new_network_namespace`, so only with the compiled launcher) is
+    joined by the launcher: pass it to the process (`pass_fds`) and build `bwrap_args` with
+    `joined_netns=True`."""
     enforced = cgroup.enforced if cgroup is not None else set()
     procs = cgroup.join_files() if cgroup is not None else []
     # RLIMIT_NPROC counts per uid, and every trial's sandbox runs as the same uid: only a fallback
@@ -457,9 +505,13 @@ def confined_argv(bwrap_args: list[str], command: list[str], limits: SandboxLimi
             argv += ["-c", path]
         for which, value in rlimits:
             argv += ["-l", f"{which}={value}"]
+        if netns is not None:
+            argv += ["-n", str(netns)]
         if privileged():
             argv += ["-u", f"{SANDBOX_UID}:{SANDBOX_GID}"]
         return argv + ["--"] + tail
+    if netns is not None:
+        raise SandboxError("a shared network namespace needs the compiled launcher")
     # no compiler: the same steps by sh and setpriv (dash's ulimit: -v KiB, -f 512-byte blocks)
     flags = {resource.RLIMIT_AS: ("-v", 1024), resource.RLIMIT_FSIZE: ("-f", 512), resource.RLIMIT_CPU: ("-t", 1),
              resource.RLIMIT_NPROC: ("-p", 1)}
@@ -539,6 +591,7 @@ def sweep_stale(area: Path) -> None:
 
 
 _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+_PAGE = 4096
 
 
 @functools.lru_cache(maxsize=1)
@@ -546,16 +599,33 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def mount_sized_tmpfs(path: Path, size_mb: int, harness_owned: bool = False) -> bool:
-    """Mount a tmpfs of `size_mb` on `path` (root only; False if not possible), its root owned by the
-    sandbox uid, or with `harness_owned` by the harness and traversable only (0711)."""
-    if not privileged():
+def mount_sized_tmpfs(path: Path, size_mb: int, harness_owned: bool = False, reserved: int = 0) -> bool:
+    """Mount a tmpfs of `size_mb` less `reserved` bytes on `path` (root only; False if not possible, or
+    if nothing is left), its root owned by the sandbox uid, or with `harness_owned` by the harness and
+    traversable only (0711)."""
+    size = size_mb * _MB - reserved
+    if not privileged() or size < _PAGE:
         return False
     owner = "mode=0711,uid=0,gid=0" if harness_owned else f"mode=0755,uid={SANDBOX_UID},gid={SANDBOX_GID}"
-    data = f"size={size_mb}m,{owner}".encode()
+    data = f"size={size},{owner}".encode()
     ok = _libc().mount(b"tmpfs", str(path).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, data) == 0
     return ok
 
 
+def mount_overlay(lower: Path, upper: Path, work: Path, target: Path) -> bool:
+    """Mount `lower` read-only under a writable `upper` at `target` (root only; False if not possible).
+
+    A write to a file of `lower` copies it up into `upper` first (the kernel's copy-up, as root), so
+    nothing done through `target` reaches `lower`: not a write, a truncation, a chmod, nor a write
+    through a hard link the agent made (links are made in `upper`, to the copied-up file).
+    `redirect_dir=on` lets a directory of `lower` be renamed as on a plain filesystem (without it
+    rename(2) of such a directory fails with EXDEV, which `mv` hides and a program's rename does not)."""
+    if not privileged() or any(c in str(path) for path in (lower, upper, work) for c in ",:\\"):
+        return False  # the option string cannot carry these characters unescaped
+    data = f"lowerdir={lower},upperdir={upper},workdir={work},redirect_dir=on".encode()
+    return _libc().mount(b"overlay", str(target).encode(), b"overlay", _MS_NOSUID | _MS_NODEV, data) == 0
+
+
 def unmount(path: Path) -> None:
+    """Detach the mount at `path` and every mount below it (MNT_DETACH is recursive)."""
     _libc().umount2(str(path).encode(), _MNT_DETACH)

@@ -1,12 +1,13 @@
 /* hrbench's sandbox launcher: one exec between the harness and bwrap (hrbench/envs/local/confine.py).
  *
- *   launch [-c CGROUP_FILE]... [-l RESOURCE=LIMIT]... [-u UID:GID] -- PROGRAM ARG...
+ *   launch [-c CGROUP_FILE]... [-l RESOURCE=LIMIT]... [-n NETNS_FD] [-u UID:GID] -- PROGRAM ARG...
  *
  * In this order: writes "0" (the calling thread) into every CGROUP_FILE (so everything it starts
  * is counted in the trial's cgroups: a v1 group's `tasks`, a v2 group's `cgroup.procs`; the
  * launcher is single-threaded, so moving its thread moves the process, and on v1 a thread moving
  * itself skips the global lock whose RCU grace period made each join wait 5-9 ms), sets each rlimit (soft = hard = LIMIT, never above the current
- * hard limit), and with -u (hrbench is root) empties the ambient and bounding capability sets,
+ * hard limit), joins the network namespace NETNS_FD names and closes it (-n: one per trial, shared by
+ * its sandboxes; needs root, so only with -u), and with -u (hrbench is root) empties the ambient and bounding capability sets,
  * drops every supplementary group, switches real, effective and saved ids to UID:GID and empties
  * the remaining capability sets; then sets no_new_privs and execs PROGRAM (an absolute path).
  * The same as `sh -c 'echo 0 > tasks; ulimit ...; exec setpriv --reuid --regid --clear-groups
@@ -16,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <linux/capability.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +72,12 @@ int main(int argc, char **argv) {
             struct rlimit wanted = {limit, limit};
             if (setrlimit(resource, &wanted) < 0)
                 die("cannot set rlimit", value);
+        } else if (strcmp(argv[i], "-n") == 0) {
+            /* the trial's network namespace (an fd the harness passed): joined while still root, then
+             * closed, so the sandbox never holds it; bwrap then runs without --unshare-net */
+            int fd = (int)number(value, "bad network namespace fd");
+            if (setns(fd, CLONE_NEWNET) < 0 || close(fd) < 0)
+                die("cannot join the trial's network namespace", value);
         } else if (strcmp(argv[i], "-u") == 0) {
             uid = (long)number(value, "bad uid:gid");
             gid = (long)number(strchr(value, ':') ? strchr(value, ':') + 1 : "", "bad uid:gid");
@@ -80,7 +88,7 @@ int main(int argc, char **argv) {
     }
     if (i + 1 >= argc || argv[i + 1][0] != '/') {
         errno = EINVAL;
-        die("usage: launch [-c CGROUP_FILE]... [-l RES=LIMIT]... [-u UID:GID] -- /PROGRAM ARG...", NULL);
+        die("usage: launch [-c CGROUP_FILE]... [-l RES=LIMIT]... [-n NETNS_FD] [-u UID:GID] -- /PROGRAM ARG...", NULL);
     }
     if (uid >= 0) {
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)

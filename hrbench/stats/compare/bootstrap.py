@@ -1,4 +1,8 @@
-"""Vectorized, seeded bootstrap over task units.
+"""Vectorized, seeded bootstrap over task units, kept for comparison with the closed forms.
+
+No study selects these: a study's residual and contrast intervals are closed-form (MOVER and
+cluster-t, :mod:`hrbench.stats.residuals`, :mod:`hrbench.stats.cluster`) and draw no replicate.
+Tests and benchmarks use the schemes here to check the closed forms against (docs/statistics.md §7.5).
 
 Two resampling schemes (DESIGN §7):
 
@@ -8,9 +12,9 @@ Two resampling schemes (DESIGN §7):
   ``p̂ = k/m`` (multinomial resampling of the rollout depths), except at a boundary
   count (0 or m), which is resampled from the Jeffreys mean (:func:`resampling_proportion`).
 * **hierarchical**: tasks are redrawn with replacement within their family
-  (stratified: the family mix is part of the design). The default
-  (:func:`rescaled_task_resample_gammas`) keeps each drawn task's estimates (one
-  stage, Rao–Wu rescaled); the two-stage option (:func:`hierarchical_gammas`)
+  (stratified: the family mix is part of the design). The one-stage schemes
+  (:func:`rescaled_task_resample_gammas`, Rao–Wu rescaled, and :func:`task_resample_gammas`)
+  keep each drawn task's estimates; the two-stage scheme (:func:`hierarchical_gammas`)
   then also resamples trials within each drawn task as above, checkpoint and
   natural trials of a drawn task together.
 
@@ -42,6 +46,7 @@ from scipy import stats
 from hrbench.stats.data import TaskOutcomes, ZeroRule
 from hrbench.stats.estimate import log_proportions
 from hrbench.stats.intervals import smoothed_log_table
+from hrbench.stats.packed import Packed
 from hrbench.stats.sampling import binomial_tables, binomial_tables_all_n, guide_cells
 
 CiMethod = Literal["percentile", "bca"]
@@ -58,57 +63,6 @@ _TABLE_ENTRY_PER_DRAW = 0.4
 def _chain_tables_pay(n_max: int, K: int) -> bool:
     """Whether tabulating Bin(n, p) for every n beats ``Generator.binomial`` for K draws per row."""
     return _TABLE_ENTRY_PER_DRAW * (n_max + 1) * (n_max + 2 + guide_cells(n_max + 1)) < K
-
-
-@dataclass(frozen=True, eq=False)
-class Packed:
-    """Tasks padded to a common stage count; padding stages have ``m = 0`` and ``mask = False``."""
-
-    tasks: tuple[TaskOutcomes, ...]
-    k: np.ndarray  # (T, S) checkpoint successes
-    m: np.ndarray  # (T, S) checkpoint trials
-    m0: np.ndarray  # (T,) natural rollouts
-    chain_p: np.ndarray  # (T, S) observed natural conditionals passed_i / reached_i (1 on padding)
-    mask: np.ndarray  # (T, S) real stage
-    weights: np.ndarray  # (T,)
-    family_index: np.ndarray  # (T,) index into ``families``
-    families: tuple[str, ...]
-
-    @property
-    def n_tasks(self) -> int:
-        return len(self.tasks)
-
-    @property
-    def n_stages(self) -> int:
-        return self.k.shape[1]
-
-
-def pack(tasks: Sequence[TaskOutcomes]) -> Packed:
-    """Pad a list of tasks into arrays for the vectorized bootstrap."""
-    if not tasks:
-        raise ValueError("no tasks to analyse")
-    T, S = len(tasks), max(t.n_stages for t in tasks)
-    k = np.zeros((T, S), np.int64)
-    m = np.zeros((T, S), np.int64)
-    chain_p = np.ones((T, S))
-    mask = np.zeros((T, S), bool)
-    for j, t in enumerate(tasks):
-        n = t.n_stages
-        k[j, :n], m[j, :n], mask[j, :n] = t.checkpoint_k, t.checkpoint_m, True
-        chain_p[j, :n] = resampling_proportion(t.passed, t.reached)
-    families = tuple(dict.fromkeys(t.family for t in tasks))
-    fam_idx = np.array([families.index(t.family) for t in tasks])
-    return Packed(
-        tasks=tuple(tasks),
-        k=k,
-        m=m,
-        m0=np.array([t.m0 for t in tasks], np.int64),
-        chain_p=chain_p,
-        mask=mask,
-        weights=np.array([t.weight for t in tasks], np.float64),
-        family_index=fam_idx,
-        families=families,
-    )
 
 
 def resampling_proportion(k: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -233,15 +187,24 @@ class TrialBank:
         return TrialBank(p_exp=self.p_exp_raw, p_obs=self.p_obs_raw)
 
 
+def _chain_proportions(pk: Packed) -> np.ndarray:
+    """(T, S) proportions the natural chain is resampled from: passed_i / reached_i, 1 on padding."""
+    chain_p = np.ones(pk.k.shape)
+    for j, t in enumerate(pk.tasks):
+        chain_p[j, : t.n_stages] = resampling_proportion(t.passed, t.reached)
+    return chain_p
+
+
 def _bank_chunk(
     pk: Packed,
+    chain_p: np.ndarray,
     sl: slice,
     K: int,
     rng: np.random.Generator,
     log_table: np.ndarray,
     raw: bool = False,
 ) -> tuple[np.ndarray, ...]:
-    k, m, m0, chain_p, mask = pk.k[sl], pk.m[sl], pk.m0[sl], pk.chain_p[sl], pk.mask[sl]
+    k, m, m0, chain_p, mask = pk.k[sl], pk.m[sl], pk.m0[sl], chain_p[sl], pk.mask[sl]
     Tc, S = k.shape
     W = log_table.shape[0]
     flat_table = log_table.ravel()
@@ -306,12 +269,13 @@ def trial_bank(
     slices = [slice(a, min(a + chunk, T)) for a in range(0, T, chunk)]
     seeds = seed.spawn(len(slices))
     log_table = smoothed_log_table(int(max(pk.m.max(), pk.m0.max())), zero_rule)
+    chain_p = _chain_proportions(pk)
     p_exp, p_obs = np.empty((T, K)), np.empty((T, K))
     p_exp_raw, p_obs_raw = (np.empty((T, K)), np.empty((T, K))) if raw else (None, None)
 
     def run(j: int) -> None:
         sl = slices[j]
-        out = _bank_chunk(pk, sl, K, np.random.default_rng(seeds[j]), log_table, raw)
+        out = _bank_chunk(pk, chain_p, sl, K, np.random.default_rng(seeds[j]), log_table, raw)
         p_exp[sl], p_obs[sl] = out[:2]
         if raw:
             p_exp_raw[sl], p_obs_raw[sl] = out[2:]
@@ -329,28 +293,6 @@ def trial_bank(
 
 
 # --------------------------------------------------------------------------- aggregates
-
-
-def group_matrix(pk: Packed) -> tuple[list[str], np.ndarray]:
-    """Groups (each family, then ``all``) and the (T, G) membership matrix."""
-    names = [*pk.families, "all"]
-    member = np.zeros((pk.n_tasks, len(names)))
-    member[np.arange(pk.n_tasks), pk.family_index] = 1.0
-    member[:, -1] = 1.0
-    return names, member
-
-
-def aggregate_gamma(p_exp: np.ndarray, p_obs: np.ndarray, wmat: np.ndarray, zero_rule: ZeroRule) -> np.ndarray:
-    """Γ per group from per-task P's: ln(Σ w P_exp / Σ w P_obs) with the same weights.
-
-    ``p_exp``/``p_obs`` are (..., T); ``wmat`` is (T, G) with weights × membership.
-    Under ``exclude`` a task with an undefined log drops out of the sums.
-    """
-    if zero_rule == "exclude":
-        keep = (p_exp > 0) & (p_obs > 0)
-        p_exp, p_obs = np.where(keep, p_exp, 0.0), np.where(keep, p_obs, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.log(p_exp @ wmat) - np.log(p_obs @ wmat)
 
 
 def _group_weights(pk: Packed, weights: np.ndarray) -> np.ndarray:
@@ -446,9 +388,7 @@ def task_resample_gammas(
 
     The one-stage cluster bootstrap (Davison & Hinkley 1997, §3.8): the spread of
     the drawn tasks' estimates already contains their trial noise, so trials are
-    not resampled again. A comparison scheme (``hierarchical="tasks_only"``), like the Rao–Wu rescaled
-    one (`rescaled_task_resample_gammas`); the default tasks-sampled interval is the closed-form
-    cluster-t (`hrbench.stats.cluster`), which draws no replicate.
+    not resampled again (``hierarchical="tasks_only"`` of :func:`hrbench.stats.compare.residual_table`).
     """
     rng = np.random.default_rng(seed)
     strata = [np.flatnonzero(pk.family_index == f) for f in range(len(pk.families))]
