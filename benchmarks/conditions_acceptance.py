@@ -151,8 +151,7 @@ def claims_of(design: StudyDesign, outcomes: Outcomes, truths: ClaimTruths) -> p
     the sweep, any trial table or a data frame per row: a replication of the demo in tenths of a second.
     tests/stats/test_claims_monte_carlo.py checks it gives `claims_table`'s table on the same trials."""
     study = design.study
-    boot = dict(zero_rule=study.zero_rule, n_boot=study.bootstrap.n_boot, seed=study.bootstrap.seed,
-                level=study.bootstrap.level)
+    boot = dict(zero_rule=study.zero_rule, n_boot=study.bootstrap.n_boot, level=study.bootstrap.level)
     scopes = ("all",) if set(study.claims.rows) == {"all"} else ("family", "all")
     base_protocol = study.checkpoint_protocol("baseline").protocol_hash()
     residuals, contrasts = [], []
