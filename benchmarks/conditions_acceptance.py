@@ -31,11 +31,14 @@ import numpy as np
 import pandas as pd
 
 from hrbench import analysis
-from hrbench.claims import claims_table
+from hrbench.claims import (
+    adjusted_claims, claim_record, claims_table, contrast_claim_values, is_residual_claim, residual_claim_values,
+)
 from hrbench.design import StudyDesign
 from hrbench.protocol import LoadedStudy
 from hrbench.runner import TrialRunner
-from hrbench.simulate import simulated_trials
+from hrbench.simulate import simulated_outcomes, simulated_trials
+from hrbench.stats import TaskOutcomes, paired_difference, residual_table
 from hrbench.stores import StudyStores
 
 DEMO = Path(__file__).resolve().parents[1] / "hrbench" / "studies" / "demo.yaml"
@@ -89,9 +92,14 @@ def _is_coverage(clause: str) -> bool:
     return "covers its truth" in clause
 
 
-def replicate_tables(design: StudyDesign, seed: int, sweep: bool = True) -> dict[str, pd.DataFrame]:
+Outcomes = dict[str, dict[str, list[TaskOutcomes]]]  # agent -> condition -> every task's outcomes
+
+
+def replicate_tables(design: StudyDesign, seed: int, sweep: bool = True,
+                     outcomes: Outcomes | None = None) -> dict[str, pd.DataFrame]:
     """One replication's tables (one seed of every agent's trial tables, analysed as the asset graph does):
-    `residuals`, `contrasts` and, across every agent, `claims`; with ``sweep``, the sensitivity verdicts too."""
+    `residuals`, `contrasts` and, across every agent, `claims`; with ``sweep``, the sensitivity verdicts too.
+    ``outcomes``, when given, is filled with the per-task outcomes each declared condition was estimated from."""
     rng = np.random.default_rng(seed)
     frames: dict[str, list[pd.DataFrame]] = {"residuals": [], "contrasts": [], "sensitivity": []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -106,9 +114,72 @@ def replicate_tables(design: StudyDesign, seed: int, sweep: bool = True) -> dict
                 frames["sensitivity"].append(analysis.sensitivity_verdicts(
                     analysis.sensitivity_sweep(design, agent, checkpoint, natural),
                     design.study.claims.equivalence_margin))
+            if outcomes is not None:
+                outcomes[agent] = {est.condition: analysis.task_outcomes(design, checkpoint, natural, est)
+                                   for est in analysis.declared_estimands(design.study)}
     tables = {k: pd.concat(v, ignore_index=True) if v else pd.DataFrame() for k, v in frames.items()}
     tables["claims"] = claims_table(design.study, tables["residuals"], tables["contrasts"])
     return tables
+
+
+class ClaimTruths:
+    """The sim truth of every claimed row, computed once (it does not change between replications):
+    `true_gamma` (tasks fixed) and `true_gamma_sampled` of residual rows, `true_delta_gamma(_sampled)` of
+    contrasts, as `analysis.residual_frame` and `analysis.intervention_contrasts` attach them."""
+
+    def __init__(self, design: StudyDesign, outcomes: Outcomes):
+        self.design, self.outcomes, self._cache = design, outcomes, {}
+
+    def residual(self, agent: str, condition: str, scope: str, name: str) -> tuple[float | None, float | None]:
+        key = (agent, condition, scope, name)
+        if key not in self._cache:
+            est = analysis.Estimand.declared(self.design.study, condition)
+            tasks = self.outcomes[agent][condition]
+            self._cache[key] = (analysis.true_gammas(self.design, agent, tasks, est)(scope, name),
+                                analysis._sampled_truth(self.design, agent, est, scope, name, tasks))
+        return self._cache[key]
+
+    def contrast(self, agent: str, condition: str, scope: str, name: str) -> tuple[float | None, float | None]:
+        base, other = self.residual(agent, "baseline", scope, name), self.residual(agent, condition, scope, name)
+        return tuple(None if a is None or b is None else a - b for a, b in zip(base, other))
+
+
+def claims_of(design: StudyDesign, outcomes: Outcomes, truths: ClaimTruths) -> pd.DataFrame:
+    """The study's claims table from per-task outcomes: the claimed rows only (family/all residual rows,
+    overall contrasts), through the same estimators, claim values and adjustment as the asset graph
+    (`analysis.horizon_residuals`, `analysis.intervention_contrasts`, `claims_table`), without the task rows,
+    the sweep, any trial table or a data frame per row: a replication of the demo in tenths of a second.
+    tests/stats/test_claims_monte_carlo.py checks it gives `claims_table`'s table on the same trials."""
+    study = design.study
+    boot = dict(zero_rule=study.zero_rule, n_boot=study.bootstrap.n_boot, level=study.bootstrap.level)
+    scopes = ("all",) if set(study.claims.rows) == {"all"} else ("family", "all")
+    base_protocol = study.checkpoint_protocol("baseline").protocol_hash()
+    residuals, contrasts = [], []
+    for agent, by_condition in outcomes.items():
+        for condition, tasks in by_condition.items():
+            for r in residual_table(tasks, scopes=scopes, quadrant_thresholds=study.quadrant, **boot):
+                if is_residual_claim(study, r.scope, r.name):
+                    row = r.model_dump() | {"agent": agent, "condition": condition}
+                    row["true_gamma"], row["true_gamma_sampled"] = truths.residual(agent, condition, r.scope, r.name)
+                    residuals.append(claim_record("residual", row | residual_claim_values(
+                        study, row, tasks, study.zero_rule)))
+        for condition in study.claimed_contrasts:
+            shared = study.checkpoint_protocol(condition).protocol_hash() == base_protocol
+            base, other = by_condition["baseline"], by_condition[condition]
+            r = paired_difference(base, other, scopes=("all",), shared_checkpoint=shared, **boot)[0]
+            row = r.model_dump() | {"agent": agent, "condition": condition, "delta_gamma": r.delta}
+            row["true_delta_gamma"], row["true_delta_gamma_sampled"] = truths.contrast(agent, condition, "all", "all")
+            contrasts.append(claim_record("contrast", row | contrast_claim_values(study, row, base, other, shared)))
+    return adjusted_claims(study, residuals + contrasts)
+
+
+def claim_replications(design: StudyDesign, reps: int, seed: int) -> list[pd.DataFrame]:
+    """``reps`` replications of the study's claims table, every agent's outcomes drawn as counts from its
+    sim model (`hrbench.simulate.simulated_outcomes`; the same distribution as a real run's trials)."""
+    rng = np.random.default_rng(seed)
+    drawn = {spec.id: simulated_outcomes(design, spec.id, rng, reps) for spec in design.study.agents}
+    truths = ClaimTruths(design, {agent: runs[0] for agent, runs in drawn.items()})
+    return [claims_of(design, {agent: runs[i] for agent, runs in drawn.items()}, truths) for i in range(reps)]
 
 
 def replicate(design: StudyDesign, seed: int) -> tuple[dict[str, bool], dict[str, str]]:

@@ -35,6 +35,7 @@ from hrbench.stats import (
 )
 from hrbench.stats.baselines import Baseline, BaselineKind
 from hrbench.stats.data import ZeroRule
+from hrbench.stats.estimate import rule_note
 from hrbench.tasks.model import Task
 
 
@@ -327,10 +328,22 @@ def residual_frame(design: StudyDesign, agent: str, outcomes: list[TaskOutcomes]
     kept = [t for t in outcomes if not estimate_task(t, estimand.zero_rule).excluded]
     table["true_gamma_sampled"] = [_sampled_truth(design, agent, estimand, scope, name, kept)
                                    for scope, name in zip(table["scope"], table["name"])]
+
+    def members(scope: str, name: str) -> list[TaskOutcomes]:
+        return [t for t in kept if scope == "all" or (t.name if scope == "task" else t.family) == name]
+
+    # Where the declared rule moved a shown estimate off the raw ratio at a 0 or m count, the row says so.
+    table["rule_note"] = [rule_note(members(s, n), estimand.zero_rule, _number(pe), _number(po), _number(g))
+                          for s, n, pe, po, g in zip(table["scope"], table["name"], table["p_expected"],
+                                                     table["p_observed"], table["gamma"])]
     for column in ("stage_terms", "stage_term_ci"):
         if column in table:
             table[column] = [json.dumps(v) if v is not None else None for v in table[column]]
     return table
+
+
+def _number(x: object) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
 def horizon_residuals(design: StudyDesign, agent: str, checkpoint: pd.DataFrame, natural: pd.DataFrame,

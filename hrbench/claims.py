@@ -41,59 +41,44 @@ def claim_interval(row) -> tuple[str, str, str]:
     return "trial_ci_low", "trial_ci_high", "tasks: fixed"
 
 
-def _mark(table: pd.DataFrame, claimed: pd.Series, study: Study, estimand_point: str,
-          interval_at: Callable[[str, str, float], dict]) -> pd.DataFrame:
-    """Add CLAIM_COLUMNS; ``estimand_point`` is the column of the row's point estimate. A cluster-t row is
-    rescaled in closed form; any other interval is recomputed at other levels by ``interval_at(scope, name,
-    level)`` (and inverted for its p-value)."""
-    table = table.copy()
+def claim_values(row: dict, study: Study, estimand_point: str,
+                 interval_at: Callable[[str, str, float], dict]) -> dict:
+    """CLAIM_COLUMNS of one claimed row (a dict of its columns); ``estimand_point`` is the column of its point
+    estimate. A t interval (cluster-t; families resampled) is rescaled in closed form; any other interval is
+    recomputed at other levels by ``interval_at(scope, name, level)`` (and inverted for its p-value)."""
     level = claim_level(study.claims_alpha, study.n_claims)
-    values = {c: [None] * len(table) for c in CLAIM_COLUMNS}
-    values["confirmatory"] = [bool(c) for c in claimed]
-    for i, (is_claim, row) in enumerate(zip(claimed, table.to_dict(orient="records"))):
-        if not is_claim:
-            continue
-        low_col, high_col, estimand = claim_interval(row)
-        values["claim_estimand"][i] = estimand
-        values["adj_level"][i] = level
-        # t intervals (cluster-t; families resampled) rescale in closed form: their SE and df do not depend on the level
-        df = row.get("families_df") if low_col == "families_ci_low" else \
-            row.get("df") if low_col == "ci_low" and row.get("ci_method") == "cluster-t" else None
-        if _finite(df) is not None:
-            p, lo, hi = t_interval_rescaled(float(row[estimand_point]), row[low_col], row[high_col], df,
-                                            row["level"], level)
-            values["p_value"][i], values["adj_ci_low"][i], values["adj_ci_high"][i] = p, lo, hi
-            continue
+    low_col, high_col, estimand = claim_interval(row)
+    out = {"confirmatory": True, "claim_estimand": estimand, "adj_level": level}
+    # t intervals (cluster-t; families resampled) rescale in closed form: their SE and df do not depend on the level
+    df = row.get("families_df") if low_col == "families_ci_low" else \
+        row.get("df") if low_col == "ci_low" and row.get("ci_method") == "cluster-t" else None
+    if _finite(df) is not None:
+        p, lo, hi = t_interval_rescaled(float(row[estimand_point]), row[low_col], row[high_col], df,
+                                        row["level"], level)
+        return out | {"p_value": p, "adj_ci_low": lo, "adj_ci_high": hi}
 
-        def at(lvl: float, scope=row["scope"], name=row["name"], lc=low_col, hc=high_col) -> Interval:
-            again = interval_at(scope, name, lvl)
-            return _finite(again.get(lc)), _finite(again.get(hc))
+    def at(lvl: float) -> Interval:
+        again = interval_at(row["scope"], row["name"], lvl)
+        return _finite(again.get(low_col)), _finite(again.get(high_col))
 
-        values["p_value"][i] = inversion_p_value(at)
-        values["adj_ci_low"][i], values["adj_ci_high"][i] = at(level)
-    dtypes = {"confirmatory": bool, "claim_estimand": object}
-    for column, vals in values.items():
-        vals = [math.nan if v is None and column not in dtypes else v for v in vals]
-        table[column] = pd.Series(vals, index=table.index, dtype=dtypes.get(column, float))
-    return table
+    low, high = at(level)
+    return out | {"p_value": inversion_p_value(at), "adj_ci_low": low, "adj_ci_high": high}
 
 
-def mark_residual_claims(study: Study, table: pd.DataFrame, outcomes: list[TaskOutcomes], zero_rule) -> pd.DataFrame:
-    """One agent's residual rows of one declared condition, with its claimed rows marked and measured."""
-    claimed = table["scope"].isin(["family", "all"]) & table["name"].isin(study.claims.rows)
+def residual_claim_values(study: Study, row: dict, outcomes: list[TaskOutcomes], zero_rule) -> dict:
+    """`claim_values` of a claimed residual row of one agent and condition (``outcomes``: its tasks)."""
 
     def interval_at(scope: str, name: str, level: float) -> dict:
         rows = residual_table(outcomes, zero_rule=zero_rule, n_boot=study.bootstrap.n_boot,
                               level=level, scopes=(scope,), quadrant_thresholds=study.quadrant)
         return next(r.model_dump() for r in rows if r.name == name)
 
-    return _mark(table, claimed, study, "gamma", interval_at)
+    return claim_values(row, study, "gamma", interval_at)
 
 
-def mark_contrast_claims(study: Study, table: pd.DataFrame, condition: str, base: list[TaskOutcomes],
-                         other: list[TaskOutcomes], shared_checkpoint: bool) -> pd.DataFrame:
-    """One agent's ΔΓ rows of one condition, with the overall row marked when the contrast is claimed."""
-    claimed = (table["scope"] == "all") & (condition in study.claimed_contrasts)
+def contrast_claim_values(study: Study, row: dict, base: list[TaskOutcomes], other: list[TaskOutcomes],
+                          shared_checkpoint: bool) -> dict:
+    """`claim_values` of a claimed ΔΓ row of one agent (``base``, ``other``: the two sides' tasks)."""
 
     def interval_at(scope: str, name: str, level: float) -> dict:
         rows = paired_difference(base, other, zero_rule=study.zero_rule, n_boot=study.bootstrap.n_boot,
@@ -101,40 +86,71 @@ def mark_contrast_claims(study: Study, table: pd.DataFrame, condition: str, base
                                  shared_checkpoint=shared_checkpoint)
         return next(r.model_dump() for r in rows if r.name == name)
 
-    return _mark(table, claimed, study, "delta_gamma", interval_at)
+    return claim_values(row, study, "delta_gamma", interval_at)
+
+
+def _mark(table: pd.DataFrame, claimed: pd.Series, values_of: Callable[[dict], dict]) -> pd.DataFrame:
+    """Add CLAIM_COLUMNS: ``values_of(row)`` of each claimed row, nulls (and `confirmatory` False) elsewhere."""
+    table = table.copy()
+    values = {c: [None] * len(table) for c in CLAIM_COLUMNS}
+    values["confirmatory"] = [bool(c) for c in claimed]
+    for i, is_claim in enumerate(claimed):
+        if is_claim:
+            for column, value in values_of(table.iloc[i].to_dict()).items():
+                values[column][i] = value
+    dtypes = {"confirmatory": bool, "claim_estimand": object}
+    for column, vals in values.items():
+        vals = [math.nan if v is None and column not in dtypes else v for v in vals]
+        table[column] = pd.Series(vals, index=table.index, dtype=dtypes.get(column, float))
+    return table
+
+
+def is_residual_claim(study: Study, scope: str, name: str) -> bool:
+    """Whether a residual row (any agent, a declared condition) is a confirmatory claim."""
+    return scope in ("family", "all") and name in study.claims.rows
+
+
+def mark_residual_claims(study: Study, table: pd.DataFrame, outcomes: list[TaskOutcomes], zero_rule) -> pd.DataFrame:
+    """One agent's residual rows of one declared condition, with its claimed rows marked and measured."""
+    claimed = pd.Series([is_residual_claim(study, s, n) for s, n in zip(table["scope"], table["name"])],
+                        index=table.index)
+    return _mark(table, claimed, lambda row: residual_claim_values(study, row, outcomes, zero_rule))
+
+
+def mark_contrast_claims(study: Study, table: pd.DataFrame, condition: str, base: list[TaskOutcomes],
+                         other: list[TaskOutcomes], shared_checkpoint: bool) -> pd.DataFrame:
+    """One agent's ΔΓ rows of one condition, with the overall row marked when the contrast is claimed."""
+    claimed = (table["scope"] == "all") & (condition in study.claimed_contrasts)
+    return _mark(table, claimed, lambda row: contrast_claim_values(study, row, base, other, shared_checkpoint))
 
 
 CLAIMS_FIELDS = ["agent", "kind", "condition", "name", "estimate", "claim_estimand", "ci_low", "ci_high",
                  "adj_ci_low", "adj_ci_high", "adj_level", "p_value", "p_adjusted", "verdict", "truth", "flags"]
 
 
-def claims_table(study: Study, residuals: pd.DataFrame, contrasts: pd.DataFrame) -> pd.DataFrame:
-    """Every confirmatory claim of the study (all agents), its adjusted p-value and verdict.
+def claim_record(kind: str, row: dict) -> dict:
+    """One claim (CLAIMS_FIELDS but the adjusted p-value and verdict) from its marked row: a residual row
+    (``kind`` "residual") or a contrast row ("contrast") with `claim_values`' columns."""
+    low_col, high_col, _ = claim_interval(row)
+    sampled = row.get("claim_estimand") == "tasks: sampled"
+    truth_col = {"residual": ("true_gamma_sampled", "true_gamma"),
+                 "contrast": ("true_delta_gamma_sampled", "true_delta_gamma")}[kind][0 if sampled else 1]
+    if row.get("claim_estimand") == "families: sampled":
+        truth_col = None  # a sim agent's declared families are not draws from a population of families
+    return {
+        "agent": row["agent"], "kind": kind, "condition": row.get("condition"), "name": row["name"],
+        "estimate": _finite(row.get("gamma" if kind == "residual" else "delta_gamma")),
+        "claim_estimand": row.get("claim_estimand"), "ci_low": row.get(low_col), "ci_high": row.get(high_col),
+        "adj_ci_low": row.get("adj_ci_low"), "adj_ci_high": row.get("adj_ci_high"),
+        "adj_level": row.get("adj_level"), "p_value": _finite(row.get("p_value")),
+        "truth": _finite(row.get(truth_col)) if truth_col else None,
+        "flags": list(row.get("flags") if row.get("flags") is not None else []),
+    }
 
-    Residual claims first, then contrast claims, each in table order. The unadjusted interval is the
-    row's own (at the study's level), beside the adjusted one at 1 − α/k.
-    """
-    found = []
-    for kind, frame, estimate in (("residual", residuals, "gamma"), ("contrast", contrasts, "delta_gamma")):
-        if not len(frame) or "confirmatory" not in frame:
-            continue
-        for row in frame[frame["confirmatory"].astype(bool)].to_dict(orient="records"):
-            low_col, high_col, _ = claim_interval(row)
-            sampled = row.get("claim_estimand") == "tasks: sampled"
-            truth_col = {"residual": ("true_gamma_sampled", "true_gamma"),
-                         "contrast": ("true_delta_gamma_sampled", "true_delta_gamma")}[kind][0 if sampled else 1]
-            if row.get("claim_estimand") == "families: sampled":
-                truth_col = None  # a sim agent's declared families are not draws from a population of families
-            found.append({
-                "agent": row["agent"], "kind": kind, "condition": row.get("condition"), "name": row["name"],
-                "estimate": _finite(row.get(estimate)), "claim_estimand": row.get("claim_estimand"),
-                "ci_low": row.get(low_col), "ci_high": row.get(high_col),
-                "adj_ci_low": row.get("adj_ci_low"), "adj_ci_high": row.get("adj_ci_high"),
-                "adj_level": row.get("adj_level"), "p_value": _finite(row.get("p_value")),
-                "truth": _finite(row.get(truth_col)) if truth_col else None,
-                "flags": list(row.get("flags") if row.get("flags") is not None else []),
-            })
-    claims = pd.DataFrame(found, columns=[c for c in CLAIMS_FIELDS if c not in ("p_adjusted", "verdict")])
+
+def adjusted_claims(study: Study, records: list[dict]) -> pd.DataFrame:
+    """The claims table of these `claim_record`s: p-values adjusted across all of them, and verdicts."""
+    claims = pd.DataFrame(records, columns=[c for c in CLAIMS_FIELDS if c not in ("p_adjusted", "verdict")])
     if not len(claims):
         return claims.assign(p_adjusted=[], verdict=[])
     alpha, margin = study.claims_alpha, study.claims.equivalence_margin
@@ -150,3 +166,16 @@ def claims_table(study: Study, residuals: pd.DataFrame, contrasts: pd.DataFrame)
         verdict(_finite(lo), _finite(hi), bool(pa <= alpha), margin) if not math.isnan(pa) else "inconclusive"
         for lo, hi, pa in zip(claims["adj_ci_low"], claims["adj_ci_high"], claims["p_adjusted"])]
     return claims
+
+
+def claims_table(study: Study, residuals: pd.DataFrame, contrasts: pd.DataFrame) -> pd.DataFrame:
+    """Every confirmatory claim of the study (all agents), its adjusted p-value and verdict.
+
+    Residual claims first, then contrast claims, each in table order. The unadjusted interval is the
+    row's own (at the study's level), beside the adjusted one at 1 − α/k.
+    """
+    records = [claim_record(kind, row)
+               for kind, frame in (("residual", residuals), ("contrast", contrasts))
+               if len(frame) and "confirmatory" in frame
+               for row in frame[frame["confirmatory"].astype(bool)].to_dict(orient="records")]
+    return adjusted_claims(study, records)

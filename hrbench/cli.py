@@ -90,6 +90,8 @@ def run_into(study: Path, out: Path, run_study: Callable[[Path, Path, Console, b
     console.print("Exploratory (every row but the claims above). tasks: sampled — interval for the population of "
                   "tasks the row's tasks stand for (none for a row without a family of ≥ 2 tasks); tasks: fixed — "
                   "these tasks only. Truth: simulated agents only. Flags: docs/statistics.md §3.")
+    for line in rule_note_lines(summary):
+        console.print(line, markup=False, soft_wrap=True)
     for line in _missing_lines(summary):
         console.print(line, markup=False, style="yellow")
     if summary["contrasts"]:
@@ -169,6 +171,21 @@ def _residual_table(summary: dict) -> Table:
                       _interval(r["trial_ci_low"], r["trial_ci_high"]), _fmt(r["true_gamma"]),
                       escape(", ".join(r.get("flags") or []) or "—"))
     return table
+
+
+def rule_note_lines(summary: dict) -> list[str]:
+    """Where the zero rule moved an estimate off the raw ratio (a count at 0 or m): one line per row the table
+    above shows, then how many task rows (not shown) it moved, with where their notes are."""
+    moved = [r for r in summary["residuals"] if r.get("rule_note")]
+    lines = [f"{r['agent']} {r.get('condition') or 'baseline'} {r['scope']} {r['name']}: {r['rule_note']}"
+             for r in moved if r["scope"] != "task"]
+    tasks = sum(r["scope"] == "task" for r in moved)
+    if tasks:
+        rule = next(r["zero_rule"] for r in moved)
+        lines.append(f"task rows: the {rule} rule moved {tasks} task rows' P_exp, P_obs and Γ off the raw ratio at a "
+                     "count of 0 or m (each row's rule_note: summary.json, report's residual table); family and overall "
+                     "rows sum the raw ratios")
+    return lines
 
 
 def _missing_lines(summary: dict) -> list[str]:
@@ -259,6 +276,9 @@ def plan(study: Path = typer.Argument(..., help="study YAML file"),
 
 def _print_claim_plan(run, claims: list, target: float, n_sims: int) -> None:
     """The confirmatory claims at the declared design (hrbench.plan.plan_claims), one row each."""
+    from hrbench.plan import MAX_TASKS_FACTOR
+    from hrbench.stats.cluster import FAMILY_LEVEL_MIN
+
     study = run.study
     if not claims:
         console.print("claims: no family has 2 tasks, so no claim has a tasks-sampled interval to plan")
@@ -267,23 +287,30 @@ def _print_claim_plan(run, claims: list, target: float, n_sims: int) -> None:
     table = Table(title=f"Claims at the declared design · m_i={study.trials.checkpoint}, m_0={study.trials.natural}, "
                         f"{len(run.tasks)} tasks · {pct} tasks-sampled half-widths")
     for column in ("agent", "claim", "truth", "±predicted", "±simulated", "sim/pred", "P(different)",
-                   "P(equivalent)", f"tasks × for ±{target:g}", f"m_i for ±{target:g}"):
+                   "P(equivalent)", f"tasks for ±{target:g}", "±pred", "±sim", "sim/pred ", f"m_i for ±{target:g}"):
         table.add_column(column, justify="left" if column in ("agent", "claim") else "right")
     for c in claims:
         what = f"Γ({c.condition})" if c.kind == "residual" else \
             f"ΔΓ({c.condition}){' shared' if c.shared_checkpoint else ''}"
+        sized = ("—", "—", "—") if c.tasks_needed is None else (
+            f"{c.half_width_sized_predicted:.3f}", _fmt(c.half_width_sized_simulated),
+            "—" if c.sized_ratio is None else f"{c.sized_ratio:.2f}")
         table.add_row(c.agent, what, f"{c.truth:.3f}", f"{c.half_width_predicted:.3f}",
                       f"{c.half_width_simulated:.3f}", f"{c.ratio:.2f}", f"{c.power_different:.2f}",
-                      "—" if c.power_equivalent is None else f"{c.power_equivalent:.2f}", f"{c.tasks_factor:.2f}",
-                      "unreachable" if c.m_needed is None else str(c.m_needed))
+                      "—" if c.power_equivalent is None else f"{c.power_equivalent:.2f}",
+                      f"> {MAX_TASKS_FACTOR * len(run.tasks)}" if c.tasks_needed is None else str(c.tasks_needed),
+                      *sized, "unreachable" if c.m_needed is None else str(c.m_needed))
     Console(width=max(console.width, 160)).print(table)
     if claims:
         console.print(f"±predicted: cluster-t half-width from the tasks' spread and the trial variances; ±simulated: "
                       f"mean over {n_sims} simulated studies (ratio {min(c.ratio for c in claims):.2f}–"
                       f"{max(c.ratio for c in claims):.2f}); P(different)/P(equivalent): share of them whose adjusted "
-                      f"interval excludes 0 / lies inside the margin; tasks ×: the declared tasks (same family mix) "
-                      f"times this reaches ±{target:g} at the declared trials; m_i: trials per stage that reach it "
-                      "with the declared tasks ('unreachable': the tasks' spread alone is wider).",
+                      f"interval excludes 0 / lies inside the margin; tasks for ±{target:g}: the fewest tasks (the declared "
+                      f"family mix, each family's tasks repeated in turn: tasks sampled) whose predicted half-width "
+                      f"reaches it at the declared trials, with that half-width predicted and simulated over {n_sims} "
+                      f"studies of that size beside it; families are held fixed (resampled only from "
+                      f"{FAMILY_LEVEL_MIN} families); m_i: trials per stage that reach it with the declared tasks "
+                      "('unreachable': the tasks' spread alone is wider).",
                       markup=False, soft_wrap=True)
 
 

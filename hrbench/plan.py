@@ -8,7 +8,10 @@ user states (`--q`, `--p-obs`). The numbers are computed in `hrbench.stats.plann
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
+
+from typing import Callable
 
 from pydantic import BaseModel
 
@@ -132,7 +135,10 @@ class ClaimPlan(BaseModel):
     df: float
     power_different: float  # share of simulated studies whose adjusted interval excludes 0
     power_equivalent: float | None  # … lies inside ±margin (None: no margin declared)
-    tasks_factor: float  # × the declared tasks (same family mix) for the target half-width at these trials
+    tasks_needed: int | None  # tasks (same family mix) for the target half-width at these trials (None: > 20×)
+    half_width_sized_predicted: float | None  # at tasks_needed: predicted …
+    half_width_sized_simulated: float | None  # … and the mean over simulated studies of that size
+    sized_ratio: float | None  # simulated / predicted at tasks_needed
     m_needed: int | None  # m_i for the target at these tasks (None: the tasks' spread alone is wider)
 
 
@@ -154,11 +160,38 @@ def _arrays(design: StudyDesign, inputs: list[Anticipated]) -> tuple[list[np.nda
 
 
 def _simulate(design: StudyDesign, inputs: list[Anticipated], rng: np.random.Generator) -> list[TaskOutcomes]:
+    """One simulated study of these tasks (a task repeated by `_sized` is another task of the same kind)."""
     study = design.study
-    return [simulate_task(a.task, design.task(a.task).family, a.q,
+    return [simulate_task(f"{a.task}#{j}", design.task(a.task).family, a.q,
                           natural_conditionals(np.asarray(a.q, np.float64), a.p_obs),
                           study.trials.checkpoint, study.trials.natural, rng, weight=design.weight(a.task))
-            for a in inputs]
+            for j, a in enumerate(inputs)]
+
+
+#: How far `hrbench plan` looks for the number of tasks that reaches a target (× the declared tasks).
+MAX_TASKS_FACTOR = 20
+
+
+def _sized(families: list[str], step: int) -> list[int]:
+    """Indices of the declared tasks (their ``families``) with each family grown to ⌈step · n_f / n_min⌉ tasks by
+    repeating its own tasks in turn: the same family mix (``step`` = n_min: the declared tasks). Tasks sampled: a
+    family's tasks stand for its population, so more of them are more draws of the same kinds."""
+    by_family: dict[str, list[int]] = {}
+    for i, f in enumerate(families):
+        by_family.setdefault(f, []).append(i)
+    n_min = min(len(v) for v in by_family.values())
+    return [ix[i % len(ix)] for ix in by_family.values() for i in range(math.ceil(step * len(ix) / n_min - 1e-9))]
+
+
+def _tasks_for(families: list[str], width_of: Callable[[list[int]], HeadlineWidth], target: float) -> list[int] | None:
+    """The smallest `_sized` design whose predicted half-width is within ``target``; None beyond
+    MAX_TASKS_FACTOR × the declared tasks."""
+    n_min = min(families.count(f) for f in set(families))
+    for step in range(n_min, MAX_TASKS_FACTOR * n_min + 1):
+        idx = _sized(families, step)
+        if width_of(idx).expected_half_width <= target:
+            return idx
+    return None
 
 
 def _claim_interval(row, level: float, claim: float) -> tuple[float | None, float | None, float | None]:
@@ -175,20 +208,36 @@ def plan_claims(design: StudyDesign, inputs: list[Anticipated], target: float, n
     """Every confirmatory `all` claim of the study (per agent: Γ under each condition, ΔΓ of each claimed
     contrast) at the declared trials and tasks: the cluster-t half-width predicted from the tasks' spread and
     trial variances, checked by ``n_sims`` simulated studies, with the power to reach `different` and
-    `equivalent` and what the target half-width would need. Conditions other than baseline and contrasts
-    need sim truth (other agents: baseline only, from ``inputs``). Empty when no family has 2 tasks."""
+    `equivalent`; and what the target half-width would need: the number of tasks (same family mix, tasks
+    sampled; predicted, and checked by ``n_sims`` simulated studies of that size) or the trials per stage.
+    Conditions other than baseline and contrasts need sim truth (other agents: baseline only, from
+    ``inputs``). Empty when no family has 2 tasks."""
     study = design.study
     level, m, m0 = study.bootstrap.level, study.trials.checkpoint, study.trials.natural
     claim = claim_level(study.claims_alpha, study.n_claims)
-    margin = study.claims.equivalence_margin
-    family_index = np.array([sorted({t.family for t in design.tasks}).index(t.family) for t in design.tasks])
-    if np.bincount(family_index).max() < 2:
+    families = [t.family for t in design.tasks]
+    if max(families.count(f) for f in set(families)) < 2:
         return []  # no family of ≥ 2 tasks: no tasks-sampled interval to plan (the rows say too-few-tasks)
+    declared = list(range(len(families)))
     out = []
     rng = np.random.default_rng(seed)
     base_protocol = study.checkpoint_protocol("baseline").protocol_hash()
+
+    def index_of(idx: list[int]) -> np.ndarray:
+        names = sorted(set(families))
+        return np.array([names.index(families[i]) for i in idx])
+
+    def check(width_of: Callable[[list[int]], HeadlineWidth], simulate: Callable[[list[int]], tuple]) -> dict:
+        """Predicted and simulated at the declared tasks, and at the tasks the target needs."""
+        sized = _tasks_for(families, width_of, target)
+        found = {"width": width_of(declared), "sims": [simulate(declared) for _ in range(n_sims)], "sized": sized}
+        if sized is not None:
+            found["sized_width"] = width_of(sized).expected_half_width
+            found["sized_sims"] = [simulate(sized)[0] for _ in range(n_sims)]
+        return found
+
     for spec in study.agents:
-        mine = [a for a in inputs if a.agent == spec.id]
+        mine = sorted((a for a in inputs if a.agent == spec.id), key=lambda a: [t.name for t in design.tasks].index(a.task))
         by_condition = {"baseline": mine}
         for c in study.condition_names[1:]:
             found = _condition_inputs(design, spec.id, c)
@@ -197,52 +246,71 @@ def plan_claims(design: StudyDesign, inputs: list[Anticipated], target: float, n
         for condition, cond_inputs in by_condition.items():
             if condition not in study.condition_names or "all" not in study.claims.rows:
                 continue
-            q, pe, po, w = _arrays(design, cond_inputs)
-            width = predicted_half_width(linearized_truth(pe, po, w), trial_variance_terms(q, pe, po, w, m, m0),
-                                         family_index, level)
-            sims = []
-            for _ in range(n_sims):
-                row = residual_table(_simulate(design, cond_inputs, rng), study.zero_rule, level=level,
+
+            def width_of(idx: list[int], tasks=cond_inputs) -> HeadlineWidth:
+                q, pe, po, w = _arrays(design, [tasks[i] for i in idx])
+                return predicted_half_width(linearized_truth(pe, po, w), trial_variance_terms(q, pe, po, w, m, m0),
+                                            index_of(idx), level)
+
+            def simulate(idx: list[int], tasks=cond_inputs) -> tuple:
+                row = residual_table(_simulate(design, [tasks[i] for i in idx], rng), study.zero_rule, level=level,
                                      scopes=("all",))[0]
-                sims.append(_claim_interval(row, level, claim))
-            out.append(_claim_plan(spec.id, "residual", condition, float(np.log(pe @ w / (po @ w))), False, width,
-                                   sims, margin, target, level, m))
+                return _claim_interval(row, level, claim)
+
+            _, pe, po, w = _arrays(design, cond_inputs)
+            out.append(_claim_plan(spec.id, "residual", condition, float(np.log(pe @ w / (po @ w))), False,
+                                   check(width_of, simulate), margin=study.claims.equivalence_margin,
+                                   target=target, level=level, m=m))
         for condition in study.claimed_contrasts:
             if condition not in by_condition:
                 continue
             shared = study.checkpoint_protocol(condition).protocol_hash() == base_protocol
-            qa, pea, poa, w = _arrays(design, by_condition["baseline"])
-            qb, peb, pob, _ = _arrays(design, by_condition[condition])
-            x = linearized_truth(pea, poa, w) - linearized_truth(peb, pob, w)
-            tau = trial_variance_terms(qa, pea, poa, w, m, m0, not shared) + \
-                trial_variance_terms(qb, peb, pob, w, m, m0, not shared)
-            width = predicted_half_width(x, tau, family_index, level)
-            sims = []
-            for _ in range(n_sims):
-                a = _simulate(design, by_condition["baseline"], rng)
-                b = _simulate(design, by_condition[condition], rng)
+            base, other = by_condition["baseline"], by_condition[condition]
+
+            def width_of(idx: list[int], base=base, other=other, shared=shared) -> HeadlineWidth:
+                qa, pea, poa, w = _arrays(design, [base[i] for i in idx])
+                qb, peb, pob, _ = _arrays(design, [other[i] for i in idx])
+                x = linearized_truth(pea, poa, w) - linearized_truth(peb, pob, w)
+                tau = trial_variance_terms(qa, pea, poa, w, m, m0, not shared) + \
+                    trial_variance_terms(qb, peb, pob, w, m, m0, not shared)
+                return predicted_half_width(x, tau, index_of(idx), level)
+
+            def simulate(idx: list[int], base=base, other=other, shared=shared) -> tuple:
+                a = _simulate(design, [base[i] for i in idx], rng)
+                b = _simulate(design, [other[i] for i in idx], rng)
                 if shared:
                     b = [dataclasses.replace(tb, checkpoint_passes=ta.checkpoint_passes) for ta, tb in zip(a, b)]
                 row = paired_difference(a, b, study.zero_rule, level=level, scopes=("all",), shared_checkpoint=shared)[0]
-                sims.append(_claim_interval(row, level, claim))
+                return _claim_interval(row, level, claim)
+
+            _, pea, poa, w = _arrays(design, base)
+            _, peb, pob, _ = _arrays(design, other)
             truth = float(np.log(pea @ w / (poa @ w)) - np.log(peb @ w / (pob @ w)))
-            out.append(_claim_plan(spec.id, "contrast", condition, truth, shared, width, sims, margin, target, level, m))
+            out.append(_claim_plan(spec.id, "contrast", condition, truth, shared, check(width_of, simulate),
+                                   margin=study.claims.equivalence_margin, target=target, level=level, m=m))
     return out
 
 
-def _claim_plan(agent: str, kind: str, condition: str, truth: float, shared: bool, width: HeadlineWidth,
-                sims: list, margin: float | None, target: float, level: float, m: int) -> ClaimPlan:
+def _claim_plan(agent: str, kind: str, condition: str, truth: float, shared: bool, checked: dict,
+                margin: float | None, target: float, level: float, m: int) -> ClaimPlan:
+    width, sims = checked["width"], checked["sims"]
     halves = [h for h, _, _ in sims if h is not None]
     adjusted = [(lo, hi) for h, lo, hi in sims if h is not None]
     simulated = float(np.mean(halves)) if halves else float("nan")
     n = max(len(sims), 1)
+    sized = [h for h in checked.get("sized_sims", []) if h is not None]
+    sized_sim = float(np.mean(sized)) if sized else None
+    sized_pred = checked.get("sized_width")
     return ClaimPlan(
         agent=agent, kind=kind, condition=condition, truth=truth, shared_checkpoint=shared,
         half_width_predicted=width.expected_half_width, half_width_simulated=simulated,
         ratio=simulated / width.expected_half_width, df=width.df,
         power_different=sum(lo > 0 or hi < 0 for lo, hi in adjusted) / n,
         power_equivalent=None if margin is None else sum(-margin < lo and hi < margin for lo, hi in adjusted) / n,
-        tasks_factor=width.tasks_factor(target, level), m_needed=width.trials_needed(target, level, m))
+        tasks_needed=None if checked["sized"] is None else len(checked["sized"]),
+        half_width_sized_predicted=sized_pred, half_width_sized_simulated=sized_sim,
+        sized_ratio=None if sized_sim is None or not sized_pred else sized_sim / sized_pred,
+        m_needed=width.trials_needed(target, level, m))
 
 
 def design_warnings(design: StudyDesign) -> list[str]:

@@ -95,3 +95,18 @@ def test_the_sweep_covers_every_admissible_choice(rotting):
     by = overall.groupby(["protocol", "decomposition"])["true_gamma"].first()
     assert by[("declared", "stages")] > by[("declared", "pairs")] > 0
     assert by[("declared", "stages")] > by[("history=compacted", "stages")] > 0
+
+
+def test_rows_the_zero_rule_moved_off_the_raw_ratio_say_so_and_sums_of_raw_ratios_do_not(rotting):
+    """Issue 25: a task row whose P's the declared rule moved at a count of 0 or m carries a one-line
+    `rule_note` with the reported and raw values; family and overall rows of several tasks (raw sums) none."""
+    design, checkpoint, natural = rotting
+    expected = analysis.expected_success(design, "sim-rotting",
+                                         analysis.stage_estimates(design, "sim-rotting", checkpoint))
+    residuals = analysis.horizon_residuals(design, "sim-rotting", checkpoint, natural, expected)
+    tasks = residuals[residuals["scope"] == "task"]
+    noted = tasks[tasks["rule_note"].notna()]
+    assert 0 < len(noted) <= len(tasks)
+    for r in noted.itertuples():
+        assert r.rule_note.startswith(f"{design.study.zero_rule} reads") and f"P_exp {r.p_expected:.3f} (raw " in r.rule_note
+    assert residuals[(residuals["scope"] != "task") & (residuals["n_tasks"] > 1)]["rule_note"].isna().all()

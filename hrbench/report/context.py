@@ -39,7 +39,7 @@ TRANSDUCTION_FAMILY_PREFIX = "transduction-"  # `[metadata.hrbench] family` of t
 # Shown first, in this order, when present; any other column of the residual rows follows them, so
 # a column added upstream (estimand labels, truth, flags) appears without a change here.
 RESIDUAL_COLUMNS = ["agent", "condition", "scope", "name", "n_tasks", "n_excluded", "p_expected", "p_observed",
-                    "gamma", "ci_low", "ci_high", "trial_ci_low", "trial_ci_high", "se_delta", "ci_method",
+                    "gamma", "rule_note", "ci_low", "ci_high", "trial_ci_low", "trial_ci_high", "se_delta", "ci_method",
                     "estimand", "zero_rule", "zero_rule_applied", "bound", "bound_value", "quadrant", "true_gamma"]
 _HIDDEN = {"prereg_sha256", "hrbench_version", "stage_terms", "stage_term_ci", "family", "level", "n_boot",
            "code_version", "study", "study_version"}
@@ -364,6 +364,21 @@ def too_small_notes(residuals: pd.DataFrame) -> list[str]:
     return notes
 
 
+def rule_notes(residuals: pd.DataFrame) -> dict:
+    """Where the zero rule moved a shown estimate off the raw ratio (a count at 0 or m; `rule_note` of the
+    rows): how many rows, the notes of family/overall rows (the rows a reader quotes) and one task row's as an
+    example (the residual table has every row's)."""
+    if not len(residuals) or "rule_note" not in residuals:
+        return {"n": 0, "rows": [], "example": None}
+    moved = residuals[residuals["rule_note"].notna()]
+    label = [f"{a} · {c or 'baseline'} · {s} {n}" for a, c, s, n in
+             zip(moved["agent"], moved.get("condition", pd.Series(None, index=moved.index)), moved["scope"],
+                 moved["name"])]
+    task = moved["scope"] == "task"
+    return {"n": len(moved), "rows": [f"{lab}: {note}" for lab, note, t in zip(label, moved["rule_note"], task) if not t],
+            "example": next((f"{lab}: {note}" for lab, note, t in zip(label, moved["rule_note"], task) if t), None)}
+
+
 #: Flags that change how a claim reads, in words (the legend shows only those that occur). `boundary`
 #: (some count at m) is left out: in a study of capable agents it is on nearly every row and says nothing.
 FLAG_WORDS = {
@@ -423,6 +438,7 @@ def report_context(header: ReportHeader, inputs: ReportInputs, figs: list[Figure
         "estimand_notes": _estimand_notes(residuals),
         "too_small": too_small_notes(residuals),
         "zero_rule_applied": applied,
+        "rule_notes": rule_notes(residuals),
         "n_residual_rows": len(residuals),
         "raw_counts": table_rows(raw_counts(inputs.stage_estimates, inputs.observed, inputs.natural)),
         "contrasts": table_rows(overall_contrasts, ["agent", "condition", "scope", "name", "delta_gamma",

@@ -26,7 +26,7 @@ from hrbench.claims import CLAIMS_FIELDS
 from hrbench.design import StudyDesign
 
 SUMMARY_FIELDS = [
-    "agent", "condition", "scope", "name", "n_tasks", "p_expected", "p_observed", "gamma",
+    "agent", "condition", "scope", "name", "n_tasks", "p_expected", "p_observed", "gamma", "rule_note",
     "ci_estimand", "ci_low", "ci_high", "ci_method", "df", "true_gamma_sampled",
     "trial_ci_low", "trial_ci_high", "trial_ci_method", "true_gamma",
     "se_delta", "zero_rule", "zero_rule_applied", "flags", "bound", "bound_value", "quadrant", "n_excluded",

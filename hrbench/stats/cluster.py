@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy import special, stats
@@ -99,6 +100,7 @@ def trial_variances(k: np.ndarray, m: np.ndarray, mask: np.ndarray, k0: np.ndarr
     return var_e, o * (1 - o) / m0
 
 
+@lru_cache(maxsize=256)
 def _floor_share(n: int) -> float:
     """Share of the trial variance a family's sample variance is floored at.
 
@@ -170,7 +172,7 @@ def cluster_t_from_terms(
     if n_multi == 0:
         return math.nan, math.nan, math.nan, math.nan, 0, 0
     nu = v_tot**2 / denom
-    half = float(stats.t.ppf(0.5 + level / 2, nu)) * math.sqrt(v_tot)
+    half = float(special.stdtrit(nu, 0.5 + level / 2)) * math.sqrt(v_tot)  # t quantile (scipy.stats' costs 10×)
     return theta - half, theta + half, math.sqrt(v_tot), nu, n_multi, n_small
 
 

@@ -197,9 +197,13 @@ def closed_form_difference(
     # Under "exclude" a task undefined on either side leaves the pair.
     kept = np.array([not (a.excluded or b.excluded) for a, b in zip(est_a, est_b)])
     wmat = member * (pk_a.weights * kept)[:, None]
-    # Task rows of each side: the residual table's (declared rule, MOVER–Jeffreys), tasks fixed.
-    task_a = residual_table(tasks_a, zero_rule, level=level, scopes=("task",))
-    task_b = residual_table(tasks_b, zero_rule, level=level, scopes=("task",))
+    # Task rows of each side: the residual table's (declared rule, MOVER–Jeffreys), tasks fixed; only where a
+    # row shows them (task scope, a one-task group), so an overall-only contrast (the claims' Monte Carlo) skips them.
+    shown = "task" in scopes or bool(np.any((wmat[:, [i for i, n in enumerate(names)
+                                                     if ("all" if i == len(names) - 1 else "family") in scopes]] > 0)
+                                            .sum(axis=0) == 1))
+    task_a = residual_table(tasks_a, zero_rule, level=level, scopes=("task",)) if shown else []
+    task_b = residual_table(tasks_b, zero_rule, level=level, scopes=("task",)) if shown else []
     task_rows: list[DifferenceRow] = []
     common = dict(level=level, n_boot=n_boot)
     for out_a, out_b, ra, rb in zip(tasks_a, tasks_b, task_a, task_b):

@@ -112,7 +112,18 @@ def gamma_bound(
 
 
 def estimate_task(t: TaskOutcomes, zero_rule: ZeroRule = "jeffreys", level: float = 0.95) -> TaskEstimate:
-    """Point estimates, Wilson stage intervals, delta SE and zero-rule handling for one task."""
+    """Point estimates, Wilson stage intervals, delta SE and zero-rule handling for one task.
+
+    Memoised on the (immutable) task per rule and level: a residual table, each contrast it is a side of
+    and each claim's interval ask for the same task's estimate again (the claims' Monte Carlo spent half
+    its time here)."""
+    memo = t.__dict__.setdefault("_estimates", {})
+    if (zero_rule, level) not in memo:
+        memo[(zero_rule, level)] = _estimate_task(t, zero_rule, level)
+    return memo[(zero_rule, level)]
+
+
+def _estimate_task(t: TaskOutcomes, zero_rule: ZeroRule, level: float) -> TaskEstimate:
     k, m = t.checkpoint_k, t.checkpoint_m
     passed, reached = t.passed, t.reached
     log_q, log_r = log_proportions(k, m, passed, reached, zero_rule)
@@ -167,3 +178,49 @@ def estimate_task(t: TaskOutcomes, zero_rule: ZeroRule = "jeffreys", level: floa
         bound_value=bound_value,
         excluded=zero_rule == "exclude" and undefined,
     )
+
+
+#: How a smoothing rule reads a count k of m (the note of a moved estimate says it).
+RULE_READING = {"jeffreys": "every k/m as (k+½)/(m+1)", "haldane": "k/m as (k+½)/(m+1) where k = 0 or k = m"}
+
+
+def _at_boundary(t: TaskOutcomes) -> list[str]:
+    """The counts of a task at 0 or at their trials ("checkpoint 4/4 at stages 1, 3", "natural 5/5 at stage 2"):
+    checkpoint k_i of m_i, then the natural conditionals passed_i of reached_i, stages grouped by count."""
+    out = []
+    for kind, k, n in (("checkpoint", t.checkpoint_k, t.checkpoint_m), ("natural", t.passed, t.reached)):
+        stages: dict[str, list[str]] = {}
+        for i, (ki, ni) in enumerate(zip(k.tolist(), n.tolist())):
+            if ki == 0 or ki == ni:
+                stages.setdefault(f"{ki}/{ni}", []).append(str(i + 1))
+        if stages:
+            out.append(f"{kind} " + ", ".join(f"{count} at stage{'s' if len(at) > 1 else ''} {', '.join(at)}"
+                                              for count, at in stages.items()))
+    return out
+
+
+def rule_note(tasks: list[TaskOutcomes], zero_rule: ZeroRule, p_exp: float | None, p_obs: float | None,
+              gamma: float | None) -> str | None:
+    """One line saying how the zero rule moved a row's estimate off the raw ratio at a boundary count (some
+    k = 0 or k = m), with the raw values beside the reported ones; None when nothing shown moves (to the
+    printed precision) or no count of the row's tasks is at a boundary.
+
+    A task row reports the rule's P's (an oracle passing 4/4 everywhere shows P_exp = 0.9⁴ = 0.656 under
+    `jeffreys`, not 1); family and overall rows sum raw P's, so they move only when they hold one task.
+    """
+    if zero_rule not in RULE_READING or not tasks or p_exp is None or p_obs is None:
+        return None
+    w = np.array([t.weight for t in tasks], np.float64)
+    raw_e = float(np.dot(w, [np.prod(t.checkpoint_k / t.checkpoint_m) for t in tasks]) / w.sum())
+    raw_o = float(np.dot(w, [t.passed[-1] / t.m0 for t in tasks]) / w.sum())
+    raw_g = math.log(raw_e / raw_o) if raw_e > 0 and raw_o > 0 else None
+    moved = round(p_exp, 3) != round(raw_e, 3) or round(p_obs, 3) != round(raw_o, 3) or \
+        (gamma is not None and (raw_g is None or round(gamma, 3) != round(raw_g, 3)))
+    where = [f"{t.name} {'; '.join(b)}" if len(tasks) > 1 else "; ".join(b)
+             for t in tasks if (b := _at_boundary(t))]
+    if not moved or not where:
+        return None
+    gamma_text = "" if gamma is None else \
+        f", Γ {gamma:.3f} (raw {'undefined' if raw_g is None else f'{raw_g:.3f}'})"
+    return (f"{zero_rule} reads {RULE_READING[zero_rule]} ({', '.join(where)}): P_exp {p_exp:.3f} (raw "
+            f"{raw_e:.3f}), P_obs {p_obs:.3f} (raw {raw_o:.3f}){gamma_text}")

@@ -192,11 +192,6 @@ class HeadlineWidth(BaseModel):
     between: float  # Σ_f n_f σ²_f: the tasks' spread (does not shrink with trials)
     trial: float  # Σ_t τ_t at the planned trials
 
-    def tasks_factor(self, target: float, level: float) -> float:
-        """How many times the declared tasks (same family mix) reach ``target`` at these trials."""
-        t = float(stats.t.ppf(0.5 + level / 2, max(self.df, 1.0)))
-        return (t * t * (self.between + self.trial)) / target**2
-
     def trials_needed(self, target: float, level: float, m_stage: int) -> int | None:
         """m_i (m_0 in proportion) at the declared tasks for ``target``; None when the tasks' spread alone is wider."""
         t = float(stats.t.ppf(0.5 + level / 2, max(self.df, 1.0)))

@@ -231,6 +231,23 @@ class _TaskValues:
     stage_ci: list[tuple[float | None, float | None]]
 
 
+def _boundary(t: TaskOutcomes) -> bool:
+    """Some count of the task is at m (every trial passed): its interval rests on the Jeffreys limit there."""
+    return bool(np.any(t.checkpoint_k == t.checkpoint_m) or t.passed[-1] == t.m0)
+
+
+class _LazyValues(dict):
+    """Task values by task index, each computed on first use."""
+
+    def __init__(self, compute: Callable[[int], "_TaskValues"]):
+        super().__init__()
+        self._compute = compute
+
+    def __missing__(self, j: int) -> "_TaskValues":
+        self[j] = value = self._compute(j)
+        return value
+
+
 def _task_values(
     t: TaskOutcomes, e: TaskEstimate, level: float, q_lim: tuple[np.ndarray, np.ndarray], r_lim: tuple[np.ndarray, np.ndarray]
 ) -> _TaskValues:
@@ -242,10 +259,7 @@ def _task_values(
     smoothing would invent a finite residual there (issue 8: an agent that never passes
     got Γ = −2.6 [−2.6, −2.6]). What the data do say is a bound (``gamma_bound``).
     """
-    k, m = t.checkpoint_k, t.checkpoint_m
-    flags: list[str] = []
-    if bool(np.any(k == m) or t.passed[-1] == t.m0):
-        flags.append("boundary")
+    flags: list[str] = ["boundary"] if _boundary(t) else []
     with np.errstate(divide="ignore"):  # raw rules: ln 0 = −inf, its stage term is None anyway
         log_q = np.log(np.asarray(e.q))
         log_r = np.log(np.array([np.nan if v is None else v for v in e.r]))
@@ -411,11 +425,11 @@ def residual_rows(
         passed[j, : t.n_stages], reached[j, : t.n_stages] = t.passed, t.reached
     q_lim = jeffreys_log_limits(pk.k, pk.m, level)
     r_lim = jeffreys_log_limits(passed, reached, level)
-    values = [
-        _task_values(t, e, level, (q_lim[0][j, : t.n_stages], q_lim[1][j, : t.n_stages]),
-                     (r_lim[0][j, : t.n_stages], r_lim[1][j, : t.n_stages]))
-        for j, (t, e) in enumerate(zip(tasks, ests))
-    ]
+    # Task values only where a row shows them (task rows, one-task groups): an aggregate-only table (the
+    # claims' Monte Carlo, the planner's simulations) skips their per-task intervals and bounds.
+    values = _LazyValues(lambda j: _task_values(
+        tasks[j], ests[j], level, (q_lim[0][j, : tasks[j].n_stages], q_lim[1][j, : tasks[j].n_stages]),
+        (r_lim[0][j, : tasks[j].n_stages], r_lim[1][j, : tasks[j].n_stages])))
     names, member = group_matrix(pk)
     kept = np.array([not e.excluded for e in ests])
     wmat = member * (pk.weights * kept)[:, None]
@@ -425,7 +439,7 @@ def residual_rows(
     rows: list[ResidualRow] = []
     common = dict(level=level, n_boot=n_boot, zero_rule=zero_rule)
     if "task" in scopes:
-        for t, e, v in zip(tasks, ests, values):
+        for t, e, v in zip(tasks, ests, map(values.__getitem__, range(len(tasks)))):
             rows.append(
                 ResidualRow(
                     scope="task", name=t.name, family=t.family, p_expected=e.p_expected, p_observed=e.p_observed,
@@ -478,7 +492,7 @@ def residual_rows(
         p_exp = float(np.dot(w, pe_g[idx]) / w.sum())
         p_obs = float(np.dot(w, po_g[idx]) / w.sum())
         flags: list[str] = ["zero-rule"] if base["zero_rule_applied"] else []
-        if any("boundary" in values[i].flags for i in idx):
+        if any(_boundary(tasks[i]) for i in idx):
             flags.append("boundary")
         families: dict = {}
         if scope == "all" and np.isfinite(theta[g]):

@@ -264,3 +264,22 @@ def test_a_forest_plot_of_a_large_study_keeps_every_family_and_overall_row_and_c
     rows, left_out = forest_rows(large)
     assert left_out == int((large["scope"] == "task").sum()) > 0
     assert set(rows["scope"]) == {"all", "family"} and len(rows) == len(large) - left_out
+
+
+def test_the_report_says_where_the_zero_rule_moved_an_estimate_off_the_raw_ratio():
+    """Issue 25: a row's `rule_note` (the rule moved its estimate off k/m at a count of 0 or m) is a column of the
+    residual table; the zero-rule section counts those rows, quotes a task row's and lists the family/overall ones."""
+    inputs = tables.inputs()
+    residuals = inputs.residuals.assign(rule_note=None)
+    task = residuals.index[residuals["scope"] == "task"][0]
+    family = residuals.index[residuals["scope"] == "family"][0]
+    residuals.loc[task, "rule_note"] = "jeffreys reads every k/m as (k+½)/(m+1) (checkpoint 10/10 at stage 1): TASK"
+    residuals.loc[family, "rule_note"] = "jeffreys reads every k/m as (k+½)/(m+1) (natural 9/9 at stage 2): FAMILY"
+    page = render_report(tables.header(), ReportInputs(residuals=residuals), [])
+    section = page[page.index("<h2>Zero rule and estimands</h2>"):page.index("<h2>Residual table</h2>")]
+    assert re.search(rf"ratio k/m: 2 of {len(residuals)} rows", section)
+    assert f"e.g. {residuals.loc[task, 'agent']} · " in section and "TASK" in section
+    assert re.search(r"<li>[^<]*· family [^<]*: jeffreys reads [^<]*FAMILY</li>", section)
+    table = page[page.index("<h2>Residual table</h2>"):]
+    assert "<th>rule_note</th>" in table and table.count("jeffreys reads every k/m") == 2
+    assert "rule-notes" not in render_report(tables.header(), ReportInputs(residuals=inputs.residuals), [])

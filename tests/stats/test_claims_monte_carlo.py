@@ -1,9 +1,11 @@
 """Protects what the confirmatory claims promise, by Monte Carlo (issue 25's acceptance; slow).
 
-* On the demo's agents (analysis-only replications, as benchmarks/conditions_acceptance.py runs them: the
-  trial tables drawn from each sim agent's closed-form model), 200 replications: the null agent's family-wise
-  rate of a confirmatory interval excluding 0 stays at or below the declared α (+ Monte Carlo error), and
-  no claim whose true |Γ| exceeds the equivalence margin is called `equivalent` in ≥ 99 % of them.
+* On the demo's agents, 200 replications drawn as counts from each sim agent's closed-form model
+  (`hrbench.simulate.simulated_outcomes`, the claims through `benchmarks/conditions_acceptance.claims_of`:
+  the same estimators, claim values and adjustment as the asset graph, claimed rows only): the null agent's
+  family-wise rate of a confirmatory claim called `different` stays at or below the declared α (+ Monte Carlo
+  error), and no claim whose true |Γ| exceeds the equivalence margin is called `equivalent` in ≥ 99 % of them.
+* That fast path gives the pipeline's claims table on the same trials (default suite, a six-task demo).
 * Contrasts whose sides share their checkpoint trials (one calibration cell, 400 replications): coverage in
   [0.93, 0.97] at nominal 0.95, and narrower than the intervals that treat the sides as independent.
 """
@@ -14,10 +16,13 @@ import importlib.util
 import math
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from hrbench.design import StudyDesign
 from hrbench.protocol import LoadedStudy
+from hrbench.simulate import simulated_outcomes
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 NULL_AGENT = "sim-steady"
@@ -35,29 +40,70 @@ def _benchmark(name: str):
     return module
 
 
-@pytest.mark.slow
-@pytest.mark.long  # minutes of Monte Carlo: CI's budget (HRBENCH_LONG=1 runs it)
-def test_demo_claims_hold_their_error_rate_and_never_call_a_real_effect_equivalent():
-    bench = _benchmark("conditions_acceptance")
+def _demo(bench, tasks: list[str] | None = None) -> StudyDesign:
+    """The demo with the test's margin and α (and, given ``tasks``, only those tasks and no depth step)."""
     base = StudyDesign.from_file(bench.DEMO)
     study = base.study.model_copy(update={"claims": base.study.claims.model_copy(
         update={"equivalence_margin": MARGIN, "alpha": ALPHA})})
-    design = StudyDesign(LoadedStudy(study=study, source=base.loaded.source))
-    alpha = study.claims_alpha
+    if tasks is not None:
+        study = study.model_copy(update={"tasks": study.tasks.model_copy(update={"include": tasks}), "depth": None})
+    return StudyDesign(LoadedStudy(study=study, source=base.loaded.source))
+
+
+@pytest.mark.slow  # ~40 s of one core
+def test_demo_claims_hold_their_error_rate_and_never_call_a_real_effect_equivalent():
+    bench = _benchmark("conditions_acceptance")
+    design = _demo(bench)
+    study = design.study
     null_errors, equivalent_wrongly, real_effects = 0, 0, 0
-    for seed in range(REPS):
-        claims = bench.replicate_tables(design, 10_000 + seed, sweep=False)["claims"]
+    for claims in bench.claim_replications(design, REPS, seed=10_000):
         assert len(claims) == study.n_claims
         null = claims[claims["agent"] == NULL_AGENT]
         null_errors += bool((null["verdict"] == "different").any())
         real = claims[claims["truth"].abs() > MARGIN]
         real_effects += len(real)
         equivalent_wrongly += int((real["verdict"] == "equivalent").sum())
-    mc = 2 * math.sqrt(alpha * (1 - alpha) / REPS)
-    print(f"null agent FWER {null_errors / REPS:.3f} (α = {alpha}); equivalent with |truth| > {MARGIN}: "
+    mc = 2 * math.sqrt(ALPHA * (1 - ALPHA) / REPS)
+    print(f"null agent FWER {null_errors / REPS:.3f} (α = {ALPHA}); equivalent with |truth| > {MARGIN}: "
           f"{equivalent_wrongly} of {real_effects}")
-    assert null_errors / REPS <= alpha + mc
+    assert null_errors / REPS <= ALPHA + mc
     assert real_effects > 0 and equivalent_wrongly / real_effects <= 0.01
+
+
+def test_the_fast_replication_gives_the_pipelines_claims_table():
+    """The Monte Carlo's claims (claimed rows only, no trial table) equal the asset graph's on the same trials."""
+    bench = _benchmark("conditions_acceptance")
+    design = _demo(bench, ["backup-rotation", "file-housekeeping", "log-chores", "lt-arith-orderedids-d1-n12-s0-k4",
+                           "lt-arith-shuffledids-d2-n12-s0-k4", "lt-arith-noids-d3-n12-s0-k4"])
+    outcomes: dict = {}
+    tables = bench.replicate_tables(design, 3, sweep=False, outcomes=outcomes)
+    fast = bench.claims_of(design, outcomes, bench.ClaimTruths(design, outcomes))
+    assert len(fast) == design.study.n_claims == 21
+    pd.testing.assert_frame_equal(fast, tables["claims"], check_dtype=False, rtol=1e-12)
+
+
+def test_simulated_outcomes_draw_each_agents_model_and_share_one_protocols_checkpoint_trials():
+    """The count draws have the sim truth's means (checkpoint k/m per stage, natural success), conditions
+    of one checkpoint protocol hold the same checkpoint trials and compaction (its own protocol) others."""
+    bench = _benchmark("conditions_acceptance")
+    design = _demo(bench, ["backup-rotation", "lt-uuid-noids-d3-n12-s0-k4"])
+    reps, agent = 1500, "sim-fragile"
+    runs = simulated_outcomes(design, agent, np.random.default_rng(5), reps)
+    m, m0 = design.study.trials.checkpoint, design.study.trials.natural
+    for j, task in enumerate(design.tasks):
+        for condition in design.study.condition_names:
+            truth = design.truth(agent, task.name, condition)
+            k = np.array([run[condition][j].checkpoint_k for run in runs])
+            q = np.asarray(design.truth(agent, task.name, "baseline", design.study.checkpoint_protocol(condition)).q)
+            assert np.all(np.abs(k.mean(0) / m - q) < 4 * np.sqrt(q * (1 - q) / (m * reps)) + 1e-9), (task.name, condition)
+            passed = np.array([run[condition][j].passed[-1] for run in runs])
+            p = truth.p_observed
+            assert abs(passed.mean() / m0 - p) < 4 * math.sqrt(p * (1 - p) / (m0 * reps)) + 1e-9, (task.name, condition)
+        first = runs[0]
+        for shared in ("context_reset", "state_repair"):
+            assert np.array_equal(first[shared][j].checkpoint_k, first["baseline"][j].checkpoint_k)
+    assert any(not np.array_equal(run["compaction"][j].checkpoint_k, run["baseline"][j].checkpoint_k)
+               for run in runs[:20] for j in range(len(design.tasks)))
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from hrbench.stats import estimate_task, outcomes_from_counts, product_baseline, residual_table
+from hrbench.stats.estimate import rule_note
 from hrbench.stats.synthetic import simulate_task
 
 
@@ -90,3 +91,33 @@ def test_zero_rule_exclude_drops_task_and_counts_it():
 def test_jeffreys_gives_a_finite_value_where_raw_logs_are_undefined():
     est = estimate_task(four_repairs(natural_success=0), "jeffreys")
     assert est.gamma is not None and math.isfinite(est.gamma) and est.zero_rule_applied
+
+
+def test_rule_note_says_how_jeffreys_moved_an_all_pass_task_off_its_raw_ratio():
+    """Issue 25: an oracle that passes 4/4 everywhere shows P_exp 0.9⁴ = 0.656 under jeffreys, not 1; its row
+    says so in one line, with the raw values beside the reported ones."""
+    t = outcomes_from_counts("oracle", "f", k=[4, 4, 4, 4], m=[4, 4, 4, 4], depth_counts=[0, 0, 0, 0, 4])
+    e = estimate_task(t, "jeffreys")
+    note = rule_note([t], "jeffreys", e.p_expected, e.p_observed, e.gamma)
+    assert e.p_expected == pytest.approx(0.9**4)
+    assert note == ("jeffreys reads every k/m as (k+½)/(m+1) (checkpoint 4/4 at stages 1, 2, 3, 4; natural 4/4 at stages 1, 2, 3, 4): P_exp 0.656 "
+                    "(raw 1.000), P_obs 0.656 (raw 1.000), Γ 0.000 (raw 0.000)")
+    # haldane moves only the counts at 0 or m; a zero natural count leaves Γ undefined on the raw ratio
+    zero = outcomes_from_counts("none", "f", k=[3, 4], m=[4, 4], depth_counts=[4, 0, 0])
+    h = estimate_task(zero, "haldane")
+    assert "checkpoint 4/4 at stage 2; natural 0/4 at stage 1, 0/0 at stage 2" in rule_note([zero], "haldane", h.p_expected, h.p_observed, None)
+
+
+def test_rule_note_is_silent_where_nothing_shown_moved_or_no_count_is_at_a_boundary():
+    inner = outcomes_from_counts("inner", "f", k=[2, 3], m=[4, 4], depth_counts=[1, 2, 1])
+    h = estimate_task(inner, "haldane")
+    assert rule_note([inner], "haldane", h.p_expected, h.p_observed, h.gamma) is None  # haldane: raw inside
+    j = estimate_task(inner, "jeffreys")
+    assert rule_note([inner], "jeffreys", j.p_expected, j.p_observed, j.gamma) is None  # no count at 0 or m
+    full = outcomes_from_counts("full", "f", k=[4, 4], m=[4, 4], depth_counts=[0, 1, 3])
+    for rule in ("bound", "exclude"):  # raw rules never move a defined estimate
+        e = estimate_task(full, rule)
+        assert rule_note([full], rule, e.p_expected, e.p_observed, e.gamma) is None
+    # a family row sums the raw per-task P's: shown as they are, it carries no note
+    rows = {r.name: r for r in residual_table([full, inner], "jeffreys", scopes=("family",))}
+    assert rule_note([full, inner], "jeffreys", rows["f"].p_expected, rows["f"].p_observed, rows["f"].gamma) is None

@@ -7,10 +7,11 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from hrbench.cli import _residual_table
+from hrbench.cli import _residual_table, rule_note_lines
 from hrbench.report.summary import summary_rows
 from hrbench.stats import outcomes_from_counts as counts
 from hrbench.stats import residual_table
+from hrbench.stats.estimate import rule_note
 
 
 def _frame():
@@ -68,3 +69,23 @@ def test_cli_table_shows_each_interval_beside_its_truth_and_the_flags():
     line_f = next(line for line in out.splitlines() if " F " in line and "family" in line)
     assert "few-tasks" in line_f and "0.600" in line_f and "0.500" in line_f
     assert not any(" a " in line for line in out.splitlines())  # task rows live in the report
+
+
+def test_the_cli_says_where_the_zero_rule_moved_a_shown_estimate_off_the_raw_ratio():
+    """Issue 25: one line per shown row the rule moved (here a one-task family whose every trial passed), and a
+    count of the task rows it moved; a family of two tasks sums raw ratios and carries none."""
+    tasks = [counts("a", "F", [8, 8], [10, 10], [17, 0, 8]), counts("b", "F", [8, 5], [10, 10], [20, 1, 4]),
+             counts("d", "G", [10, 10], [10, 10], [0, 0, 10])]
+    rows = residual_table(tasks)
+    frame = pd.DataFrame([r.model_dump() for r in rows])
+    frame.insert(0, "condition", "baseline")
+    frame.insert(0, "agent", "sim")
+    by_name = {t.name: t for t in tasks}
+    frame["rule_note"] = [
+        rule_note([by_name[r.name]] if r.scope == "task" else [t for t in tasks if r.scope == "all" or t.family == r.name],
+                  "jeffreys", r.p_expected, r.p_observed, r.gamma) for r in rows]
+    lines = rule_note_lines({"residuals": summary_rows(frame)})
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("sim baseline family G: jeffreys reads every k/m as (k+½)/(m+1) (checkpoint 10/10 at "
+                               "stages 1, 2; natural 10/10 at stages 1, 2): P_exp 0.911 (raw 1.000)")
+    assert lines[1].startswith("task rows: the jeffreys rule moved 2 task rows'")  # d, and a (its natural 8/8 at stage 2)
