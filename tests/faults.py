@@ -52,6 +52,9 @@ class FaultInjector(threading.Thread):
         self.rng, self.killed, self.stop = random.Random(seed), 0, threading.Event()
 
     def verifiers(self) -> list[int]:
+        """The run's verifier processes, not their subshells: bash forks a copy of itself (same command line)
+        for every command substitution, and killing one of those fails a single check (`$(...)` exits 137,
+        which the check library reads as its own timeout) instead of the verifier, a different fault."""
         found = []
         for pid in _descendants(self.run_process.pid):
             try:
@@ -59,7 +62,14 @@ class FaultInjector(threading.Thread):
                     found.append(pid)
             except OSError:
                 continue
-        return found
+        tops = []
+        for pid in found:
+            try:
+                if parent_of(pid) not in found:
+                    tops.append(pid)
+            except (OSError, IndexError, ValueError):
+                continue
+        return tops
 
     def run(self) -> None:
         while not self.stop.is_set() and self.killed < self.limit and self.run_process.poll() is None:
