@@ -22,6 +22,7 @@ from hrbench.stats.compare.residuals import (
     uses_raw_aggregate,
 )
 from hrbench.stats.contrasts import (
+    _none,
     DifferenceRow,
     closed_form_difference,
     paired_sides,
@@ -30,10 +31,6 @@ from hrbench.stats.data import TaskOutcomes, ZeroRule
 from hrbench.stats.estimate import estimate_task
 from hrbench.stats.packed import Packed, group_matrix, pack
 from hrbench.stats.residuals import ALL_SCOPES, Scope
-
-
-def _none(x: float) -> float | None:
-    return None if np.isnan(x) else float(x)
 
 
 def _with_weights(pk: Packed, weights: np.ndarray) -> Packed:
