@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from assets.common import stamp
 from hrbench import analysis
 from hrbench.design import StudyDesign
 from hrbench.runner import TrialRunner
@@ -61,4 +62,7 @@ def study_tables(tmp_path_factory) -> StudyTables:
     expected = analysis.expected_success(design, AGENT, estimates)
     observed = analysis.observed_success(design, AGENT, checkpoint, natural, estimands)
     residuals = analysis.horizon_residuals(design, AGENT, checkpoint, natural, expected, estimands)
-    return StudyTables(design, runner, checkpoint, natural, estimates, expected, observed, residuals)
+    tables = (checkpoint, natural, estimates, expected, observed, residuals)
+    # stamped with the agent's registration, as the assets store them (its hash is a column of every schema)
+    registration = design.registration(AGENT)
+    return StudyTables(design, runner, *(stamp(t, registration) for t in tables))
