@@ -82,7 +82,7 @@ def _of_kind(values: pd.Series, kind: Kind) -> bool:
     if kind == "boolean":
         return pd.api.types.is_bool_dtype(values) or bool(present.map(lambda v: isinstance(v, (bool, np.bool_))).all())
     if kind == "string":
-        return pd.api.types.is_string_dtype(values) and bool(present.map(lambda v: isinstance(v, str)).all())
+        return bool(present.map(lambda v: isinstance(v, str)).all())
     return bool(present.map(lambda v: isinstance(v, (list, np.ndarray))).all())
 
 
@@ -240,6 +240,7 @@ EXPECTED_SUCCESS = Schema(row_key=("agent", "condition", "task"), columns=_colum
     true_p_expected float?
 """))
 
+# A task without an estimate leaves its counts of reached and passed stages empty.
 OBSERVED_SUCCESS = Schema(row_key=("agent", "condition", "task", "stage"), columns=_columns(f"""
     {AGENT_STAMP}
     agent string
@@ -248,14 +249,14 @@ OBSERVED_SUCCESS = Schema(row_key=("agent", "condition", "task", "stage"), colum
     family string
     stage string
     stage_index integer
-    reached integer
-    passed integer
+    reached integer?
+    passed integer?
     r_hat float?
     true_r float?
     m0 integer
     m0_planned integer
     m0_missing integer
-    k0 integer
+    k0 integer?
     p_observed float?
     true_p_observed float?
 """))
@@ -270,6 +271,7 @@ CLAIM_COLUMNS = """
     adj_ci_high float?
 """
 
+# A task without an estimate (a cell whose trials are all missing) has no interval: its methods are empty.
 HORIZON_RESIDUALS = Schema(row_key=("agent", "condition", "scope", "name"), columns=_columns(f"""
     {AGENT_STAMP}
     agent string
@@ -282,19 +284,19 @@ HORIZON_RESIDUALS = Schema(row_key=("agent", "condition", "scope", "name"), colu
     gamma float?
     ci_low float?
     ci_high float?
-    ci_estimand string
+    ci_estimand string?
     trial_ci_low float?
     trial_ci_high float?
     se_delta float?
-    ci_method string
-    trial_ci_method string
+    ci_method string?
+    trial_ci_method string?
     df float?
-    level float
-    n_boot integer
-    zero_rule string
-    zero_rule_applied boolean
+    level float?
+    n_boot integer?
+    zero_rule string?
+    zero_rule_applied boolean?
     n_tasks integer
-    n_excluded integer
+    n_excluded integer?
     quadrant string?
     bound string?
     bound_value float?
