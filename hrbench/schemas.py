@@ -46,6 +46,11 @@ class Schema(BaseModel):
         return [c.name for c in self.columns]
 
     @property
+    def unstamped(self) -> list[str]:
+        """The columns its writer produces, in order, before the pre-registration and agent hashes are stamped."""
+        return [n for n in self.names if n not in STAMPS]
+
+    @property
     def required(self) -> list[str]:
         return [c.name for c in self.columns if c.required]
 
@@ -94,6 +99,7 @@ def _columns(spec: str) -> tuple[Column, ...]:
     return tuple(found)
 
 
+STAMPS = ("prereg_sha256", "agent_sha256")  # added by StudyDesign.stamp and assets/common.py `stamp`
 STAMP = "prereg_sha256 string"
 AGENT_STAMP = f"{STAMP}\nagent_sha256 string"
 
@@ -147,9 +153,9 @@ TASK_DEPTH = Schema(columns=_columns(f"""
     {STAMP}
     task string
     family string
-    depth float?
+    depth integer?
     depth_status string
-    n_turns float?
+    n_turns integer?
     work_lines integer
     work_chars integer
     work_tokens integer?
