@@ -29,6 +29,7 @@ from hrbench.schemas import Schema
 
 EXIT_REASONS = frozenset(ALL_EXIT_REASONS)
 KEY = "row_key"  # the joined key columns of a per-agent table, the column its key rules judge
+EMPTY_REQUIRED = "empty_required"  # the required columns a row leaves empty, the column its schema rule judges
 TRIALS = CHECKPOINT_TRIALS.table_schema  # natural trials and prefix rollouts have the same
 TRIAL_INDEX = list(TRIALS.row_key)
 NON_NEGATIVE = ("tokens_in", "tokens_out", "cost_usd", "turns", "wall_s")
@@ -48,10 +49,20 @@ def _unit(column: str, what: str) -> Rule:
 
 
 def schema_rules(schema: Schema) -> list[Rule]:
-    """The column expectations of a table's catalogue schema: every declared column, a value in each required one."""
+    """The column expectations of a table's catalogue schema: every declared column, a value in each required one
+    (judged on `with_empty_required`'s column: one expectation, not one per column, each costing GX a pass)."""
     return [has_columns(schema.names, "the table must have every column its catalogue schema declares "
                                       "(hrbench/schemas.py); one renamed or dropped by its writer breaks its readers"),
-            *(present(c, f"{c} is a required column: every row must have a value") for c in schema.required)]
+            one_of(EMPTY_REQUIRED, {""}, "every row must have a value in each required column of its catalogue "
+                                         "schema (the rows below name the empty ones)")]
+
+
+def with_empty_required(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """The table with a column naming, per row, the required columns it leaves empty (`a,b`; "" when none)."""
+    empty = pd.Series("", index=frame.index, dtype=object)
+    for column in (c for c in schema.required if c in frame.columns):
+        empty = empty.where(frame[column].notna(), empty + "," + column)
+    return frame.assign(**{EMPTY_REQUIRED: empty.str.lstrip(",")})
 
 
 def _stamped(prereg_sha256: str) -> Rule:
@@ -93,7 +104,7 @@ def check_trials(suite: str, trials: pd.DataFrame, specs: Iterable[TrialSpec], p
     """Validate a checkpoint or natural trial table against the trials pre-registered for its partitions, and
     each cell's missing trials (no result after their attempts) against `retries.max_missing_share`."""
     specs = list(specs)
-    rows = validate(suite, trial_frame(trials), trial_rules(specs, prereg_sha256), TRIAL_INDEX,
+    rows = validate(suite, with_empty_required(trial_frame(trials), TRIALS), trial_rules(specs, prereg_sha256), TRIAL_INDEX,
                     TRIALS_REMEDY.format(suite=suite))
     cells, tolerated = missing_cells(trials, specs, retries)
     share = validate(suite, cells, [between("m_missing", 0, tolerated, (
@@ -139,7 +150,7 @@ def _check_keyed(table: Table, condition: str, frame: pd.DataFrame, wanted: set[
     key_rules = [unique(KEY, f"each ({label}) must appear once"),
                  (exactly if complete == "exactly" else at_least)(
                      KEY, wanted, f"the ({label}) rows must be {complete} the {len(wanted)} pre-registered ones")]
-    return validate(suite, _keyed(frame, columns), schema_rules(table.table_schema) + key_rules + rules, columns,
+    return validate(suite, with_empty_required(_keyed(frame, columns), table.table_schema), schema_rules(table.table_schema) + key_rules + rules, columns,
                     TABLE_REMEDY.format(suite=suite))
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from hrbench import quality
 from hrbench.quality import gx
+from hrbench.quality.suites import EMPTY_REQUIRED
 from tests.quality.conftest import AGENT, CONDITION, EXPECTED_AT, StudyTables
 
 
@@ -156,6 +157,16 @@ def test_a_missing_column_is_reported_not_raised(study_tables: StudyTables):
                                             [AGENT], CONDITION)
     assert [o.column for o in result.failed] == [gx.TABLE, "p_expected"]  # the schema's columns, then its range
     assert "missing column p_expected" in result.description() and "could not be checked" in result.description()
+
+
+def test_an_empty_required_value_fails_the_suite_naming_the_row_and_the_column(study_tables: StudyTables):
+    natural = study_tables.natural.copy()
+    natural.loc[natural.index[3], ["agent_sha256", "trial_index"]] = None
+    result = _suites(study_tables, {"natural": natural})["natural"]
+    assert [o.column for o in result.failed] == [EMPTY_REQUIRED]
+    assert result.failed[0].unexpected == 1
+    assert result.failed[0].examples == [f"{EMPTY_REQUIRED}=agent_sha256,trial_index, "
+                                         f"trial_key={natural['trial_key'].iloc[3]}"]
 
 
 # a required column of each table (its catalogue schema), renamed as a writer might
