@@ -104,8 +104,8 @@ def check_trials(suite: str, trials: pd.DataFrame, specs: Iterable[TrialSpec], p
     """Validate a checkpoint or natural trial table against the trials pre-registered for its partitions, and
     each cell's missing trials (no result after their attempts) against `retries.max_missing_share`."""
     specs = list(specs)
-    rows = validate(suite, with_empty_required(trial_frame(trials), TRIALS), trial_rules(specs, prereg_sha256), TRIAL_INDEX,
-                    TRIALS_REMEDY.format(suite=suite))
+    rows = validate(suite, with_empty_required(trial_frame(trials), TRIALS), trial_rules(specs, prereg_sha256),
+                    TRIAL_INDEX, TRIALS_REMEDY.format(suite=suite))
     cells, tolerated = missing_cells(trials, specs, retries)
     share = validate(suite, cells, [between("m_missing", 0, tolerated, (
         f"at most {tolerated} of each cell's trials may be missing (retries.max_missing_share "
@@ -150,8 +150,9 @@ def _check_keyed(table: Table, condition: str, frame: pd.DataFrame, wanted: set[
     key_rules = [unique(KEY, f"each ({label}) must appear once"),
                  (exactly if complete == "exactly" else at_least)(
                      KEY, wanted, f"the ({label}) rows must be {complete} the {len(wanted)} pre-registered ones")]
-    return validate(suite, with_empty_required(_keyed(frame, columns), table.table_schema), schema_rules(table.table_schema) + key_rules + rules, columns,
-                    TABLE_REMEDY.format(suite=suite))
+    schema = table.table_schema
+    return validate(suite, with_empty_required(_keyed(frame, columns), schema), schema_rules(schema) + key_rules + rules,
+                    columns, TABLE_REMEDY.format(suite=suite))
 
 
 def check_stage_estimates(frame: pd.DataFrame, design: StudyDesign, agents: list[str], condition: str) -> SuiteResult:
