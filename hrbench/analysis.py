@@ -29,6 +29,7 @@ from hrbench.claims import claims_table, mark_contrast_claims, mark_residual_cla
 from hrbench.design import StudyDesign, segments, unit_name
 from hrbench.exits import is_missing
 from hrbench.protocol import CheckpointProtocol, Decomposition, Study
+from hrbench.schemas import INTERVENTION_CONTRASTS
 from hrbench.stats import (
     StageGraph, TaskOutcomes, estimate_task, p_expected, paired_difference, residual_table, smoothed_proportion,
     wilson_interval,
@@ -522,7 +523,7 @@ def intervention_contrasts(design: StudyDesign, agent: str, checkpoint: pd.DataF
         table["shared_checkpoint"] = shared
         frames.append(mark_contrast_claims(study, table, condition, base_outcomes, outcomes, shared))
     if not frames:
-        return design.stamp(pd.DataFrame(columns=["agent", "condition", "scope", "name", "delta_gamma"]))
+        return design.stamp(pd.DataFrame(columns=INTERVENTION_CONTRASTS.unstamped))
     return design.stamp(pd.concat(frames, ignore_index=True))
 
 

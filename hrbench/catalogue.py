@@ -6,7 +6,8 @@ The assets, checks, step jobs, sensor, lineage, report, plan and CLI read names 
 than spelling them out. In Dagster every name of a study carries its namespace (`StudyNames`): asset keys are
 `<study>/<key>`, jobs, sensors, schedules and the agents' partitions `<study>__<name>`, so several studies share
 one instance; the store, one per study, keeps the bare key. Each table's columns are those its producer in `hrbench.analysis` (or the trial
-runner: `TrialRecord`) writes, stamped with `prereg_sha256` and `agent_sha256`.
+runner: `TrialRecord`) writes, stamped with `prereg_sha256` and `agent_sha256`: its `table_schema`, one per table in
+`hrbench.schemas`, which the quality suites and tests/test_pipeline.py judge tables by.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import re
 from typing import Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict
+
+from hrbench import schemas
+from hrbench.schemas import Schema
 
 Partitioning = Literal["none", "agent", "agent_task"]
 
@@ -27,6 +31,7 @@ class Table(BaseModel):
     per_condition: bool  # each condition has its own, keyed `<condition>/<name>`
     partitioned: Partitioning  # one table per agent, per agent x task, or one for the study
     step: str  # the job of the study step that materializes it (hrbench/steps.py)
+    table_schema: Schema  # its columns (hrbench/schemas.py)
     # One row per observed trial (TrialRecord's columns): `verify` checks it against the trial journal, and a
     # harness error in it re-runs its step. Prefix rollouts (transcripts for `matched` checkpoints, never
     # observed) are not counted among them.
@@ -59,31 +64,39 @@ REPORT_ASSET = "study_report"  # report.html and summary.json: files, not a tabl
 QUALITY, REGISTERED, EXPECTED_BEFORE_OBSERVED = (
     "data_quality", "hashes_match_stored_registration", "expected_success_precedes_natural_trials")
 
-TASK_CATALOG = Table(name="task_catalog", per_condition=False, partitioned="none", step=SETUP)
-VERIFIER_AUDIT = Table(name="verifier_audit", per_condition=False, partitioned="none", step=SETUP)
-PREREGISTRATION = Table(name="preregistration", per_condition=False, partitioned="none", step=SETUP)
-TASK_DEPTH = Table(name="task_depth", per_condition=False, partitioned="none", step=SETUP, report_reads=True)
-AGENT_REGISTRATION = Table(name="agent_registration", per_condition=False, partitioned="agent", step=REGISTRATION)
-PREFIX_ROLLOUTS = Table(name="prefix_rollouts", per_condition=False, partitioned="agent_task", step=CHECKPOINT)
+TASK_CATALOG = Table(name="task_catalog", per_condition=False, partitioned="none", step=SETUP,
+                     table_schema=schemas.TASK_CATALOG)
+VERIFIER_AUDIT = Table(name="verifier_audit", per_condition=False, partitioned="none", step=SETUP,
+                       table_schema=schemas.VERIFIER_AUDIT)
+PREREGISTRATION = Table(name="preregistration", per_condition=False, partitioned="none", step=SETUP,
+                        table_schema=schemas.PREREGISTRATION)
+TASK_DEPTH = Table(name="task_depth", per_condition=False, partitioned="none", step=SETUP, report_reads=True,
+                   table_schema=schemas.TASK_DEPTH)
+AGENT_REGISTRATION = Table(name="agent_registration", per_condition=False, partitioned="agent", step=REGISTRATION,
+                           table_schema=schemas.AGENT_REGISTRATION)
+PREFIX_ROLLOUTS = Table(name="prefix_rollouts", per_condition=False, partitioned="agent_task", step=CHECKPOINT,
+                        table_schema=schemas.TRIALS)
 CHECKPOINT_TRIALS = Table(name="checkpoint_trials", per_condition=False, partitioned="agent_task", step=CHECKPOINT,
-                          trials=True, blocking_checks=(QUALITY, REGISTERED))
+                          trials=True, blocking_checks=(QUALITY, REGISTERED), table_schema=schemas.TRIALS)
 STAGE_ESTIMATES = Table(name="stage_estimates", per_condition=True, partitioned="agent", step=EXPECTED,
-                        report_reads=True, blocking_checks=(QUALITY, REGISTERED))
+                        report_reads=True, blocking_checks=(QUALITY, REGISTERED), table_schema=schemas.STAGE_ESTIMATES)
 EXPECTED_SUCCESS = Table(name="expected_success", per_condition=True, partitioned="agent", step=EXPECTED,
-                         blocking_checks=(QUALITY, REGISTERED))
+                         blocking_checks=(QUALITY, REGISTERED), table_schema=schemas.EXPECTED_SUCCESS)
 NATURAL_TRIALS = Table(name="natural_trials", per_condition=True, partitioned="agent_task", step=NATURAL,
-                       trials=True, report_reads=True, blocking_checks=(EXPECTED_BEFORE_OBSERVED, QUALITY, REGISTERED))
+                       trials=True, report_reads=True, blocking_checks=(EXPECTED_BEFORE_OBSERVED, QUALITY, REGISTERED),
+                       table_schema=schemas.TRIALS)
 # its GX suite does not block (no estimate is computed from it: the residuals read the trials themselves)
 OBSERVED_SUCCESS = Table(name="observed_success", per_condition=True, partitioned="agent", step=RESIDUALS,
-                         report_reads=True, blocking_checks=(REGISTERED,))
+                         report_reads=True, blocking_checks=(REGISTERED,), table_schema=schemas.OBSERVED_SUCCESS)
 HORIZON_RESIDUALS = Table(name="horizon_residuals", per_condition=True, partitioned="agent", step=RESIDUALS,
-                          report_reads=True, blocking_checks=(QUALITY, REGISTERED))
+                          report_reads=True, blocking_checks=(QUALITY, REGISTERED),
+                          table_schema=schemas.HORIZON_RESIDUALS)
 INTERVENTION_CONTRASTS = Table(name="intervention_contrasts", per_condition=False, partitioned="agent",
-                               step=RESIDUALS, report_reads=True)
+                               step=RESIDUALS, report_reads=True, table_schema=schemas.INTERVENTION_CONTRASTS)
 SENSITIVITY_SWEEP = Table(name="sensitivity_sweep", per_condition=False, partitioned="agent", step=RESIDUALS,
-                          report_reads=True)
+                          report_reads=True, table_schema=schemas.SENSITIVITY_SWEEP)
 RESOURCE_ACCOUNTING = Table(name="resource_accounting", per_condition=False, partitioned="agent", step=RESIDUALS,
-                            report_reads=True)
+                            report_reads=True, table_schema=schemas.RESOURCE_ACCOUNTING)
 
 # In the order the method writes them.
 TABLES = (TASK_CATALOG, VERIFIER_AUDIT, PREREGISTRATION, TASK_DEPTH, AGENT_REGISTRATION, PREFIX_ROLLOUTS,

@@ -27,6 +27,15 @@ TINY = study_names(TINY_STUDY)
 TINY_TASK = FIXTURES / "registry" / "tiny-chain"
 
 
+def as_stored(design, agent: str, *frames):
+    """Tables an analysis or a trial runner computed, stamped with the agent's registration hash as the assets
+    store them (assets/common.py `stamp`): what the quality suites judge."""
+    from assets.common import stamp
+
+    registration = design.registration(agent)
+    return tuple(stamp(f, registration) for f in frames)
+
+
 @pytest.fixture
 def tiny_task_copy(tmp_path: Path) -> Path:
     """A writable copy of the fixture task, for tests that break it."""

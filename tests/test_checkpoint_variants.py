@@ -20,6 +20,7 @@ from scipy.stats import beta
 from hrbench.agents.sim import DEFECT_FILE, SimAgent, conditioned_defects, segment_truth, sim_truth
 from hrbench import analysis
 from hrbench.agents.specs import SimParams
+from hrbench.catalogue import PREFIX_ROLLOUTS
 from hrbench.design import StudyDesign
 from hrbench.envs.base import SandboxError
 from hrbench.envs.local import LocalBackend
@@ -200,6 +201,7 @@ def test_a_solution_conditioned_study_runs_end_to_end_from_prefix_rollouts(condi
     checkpoints = stored_table(out, "tables/checkpoint_trials/defective/tiny-chain.parquet")
     natural = stored_table(out, "tables/baseline/natural_trials/defective/tiny-chain.parquet")
     assert len(prefixes) == 6 and (checkpoints["exit_reason"] != "harness_error").all()
+    assert PREFIX_ROLLOUTS.table_schema.problems(prefixes) == []  # the prefix rollouts are trial rows too
     # The states come from the prefix rollouts, never from the natural rollouts a prediction is compared with.
     assert not set(prefixes["trial_key"]) & set(natural["trial_key"])
     conditioned = study.checkpoint_protocol("baseline").protocol_hash()

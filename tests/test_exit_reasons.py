@@ -26,6 +26,7 @@ from hrbench.stats.dense import FAILURE_TYPES, failure_summary, failure_type
 from hrbench.storage import store_for
 from hrbench.structure.tables import dense_table
 from hrbench.study_run import StudyRun
+from tests.conftest import as_stored
 
 AGENT = "steady"
 TASKS = ["gradebook-pipeline", "expense-ledger"]
@@ -58,7 +59,8 @@ def every_reason(tmp_path_factory) -> tuple[StudyRun, pd.DataFrame, pd.DataFrame
                      "trials: {checkpoint: 10, natural: 20}\nbootstrap: {n_boot: 200, seed: 1}\n"
                      "retries: {max_missing_share: 0.2}\n")
     run = StudyRun.from_file(study, folder / "out", progress=False)
-    checkpoint, natural = simulated_trials(run.design, run.runner, AGENT, np.random.default_rng(5))
+    checkpoint, natural = as_stored(run.design, AGENT,
+                                    *simulated_trials(run.design, run.runner, AGENT, np.random.default_rng(5)))
 
     def spread(frame: pd.DataFrame, n_stages: dict[str, int]) -> pd.DataFrame:
         frame = frame.copy()

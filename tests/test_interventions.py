@@ -9,11 +9,13 @@ import pandas as pd
 import pytest
 
 from hrbench import analysis
+from hrbench.catalogue import INTERVENTION_CONTRASTS, SENSITIVITY_SWEEP
 from hrbench.design import StudyDesign
 from hrbench.protocol import INTERVENTIONS_STUDY
 from hrbench.runner import TrialRunner
 from hrbench.simulate import simulated_trials
 from hrbench.stores import StudyStores
+from tests.conftest import as_stored
 
 
 def _sweep(intervals: list[tuple[float, float, float]], dims: list[dict] | None = None) -> pd.DataFrame:
@@ -63,6 +65,8 @@ def test_contrasts_pair_each_condition_with_the_baseline_and_carry_their_truth(r
     design, checkpoint, natural = rotting
     contrasts = analysis.intervention_contrasts(design, "sim-rotting", checkpoint, natural)
     assert set(contrasts["condition"]) == {"context_reset", "state_repair", "compaction"}
+    # the columns the asset stores (stamped with the agent's hash): its catalogue schema's
+    assert INTERVENTION_CONTRASTS.table_schema.problems(*as_stored(design, "sim-rotting", contrasts)) == []
     expected = analysis.expected_success(design, "sim-rotting",
                                          analysis.stage_estimates(design, "sim-rotting", checkpoint))
     residuals = analysis.horizon_residuals(design, "sim-rotting", checkpoint, natural, expected)
@@ -86,6 +90,7 @@ def test_contrasts_pair_each_condition_with_the_baseline_and_carry_their_truth(r
 def test_the_sweep_covers_every_admissible_choice(rotting):
     design, checkpoint, natural = rotting
     sweep = analysis.sensitivity_sweep(design, "sim-rotting", checkpoint, natural)
+    assert SENSITIVITY_SWEEP.table_schema.problems(*as_stored(design, "sim-rotting", sweep)) == []
     overall = sweep[sweep["scope"] == "all"]
     # 2 protocols (stages) + 1 decomposition (declared protocol), each × 3 baseline models × 2 zero rules.
     assert len(overall) == (2 + 1) * 3 * 2

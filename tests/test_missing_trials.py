@@ -17,6 +17,7 @@ from hrbench.simulate import simulated_trials
 from hrbench.stats import TaskOutcomes, estimate_task
 from hrbench.stats.estimate import delta_se
 from hrbench.study_run import StudyRun
+from tests.conftest import as_stored
 
 AGENT = "steady"
 TASKS = ["gradebook-pipeline", "expense-ledger", "file-housekeeping"]
@@ -34,7 +35,8 @@ def run(tmp_path_factory) -> StudyRun:
 
 @pytest.fixture(scope="module")
 def tables(run: StudyRun) -> tuple[pd.DataFrame, pd.DataFrame]:
-    checkpoint, natural = simulated_trials(run.design, run.runner, AGENT, np.random.default_rng(3))
+    checkpoint, natural = as_stored(run.design, AGENT,
+                                    *simulated_trials(run.design, run.runner, AGENT, np.random.default_rng(3)))
     started = "2026-01-01T12:00:00.000+00:00"  # the harness records when each trial started
     return checkpoint.assign(started_at=started), natural.assign(started_at=started)
 
@@ -56,7 +58,7 @@ def _estimates(run: StudyRun, checkpoint: pd.DataFrame, natural: pd.DataFrame):
     expected = analysis.expected_success(run.design, AGENT, stages)
     observed = analysis.observed_success(run.design, AGENT, checkpoint, natural, [est])
     residuals = analysis.horizon_residuals(run.design, AGENT, checkpoint, natural, expected, [est])
-    return stages, expected, observed, residuals
+    return as_stored(run.design, AGENT, stages, expected, observed, residuals)
 
 
 def test_missing_trials_are_left_out_and_every_estimate_uses_m_used(run: StudyRun, tables):

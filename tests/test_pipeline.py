@@ -14,6 +14,7 @@ import pytest
 import yaml
 from dagster import AssetKey, AssetSelection, DagsterInstance, MultiPartitionKey, materialize
 
+from hrbench.catalogue import BY_NAME
 from pipelines.builder import build_definitions
 from pipelines.materialize import QUIET, run_study
 from tests.conftest import FIXTURES, TINY, TINY_STUDY, stored_keys, stored_table
@@ -26,6 +27,29 @@ def finished_study(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny-study")
     run_study(TINY_STUDY, out, instance=DagsterInstance.ephemeral(), progress=False)
     return out
+
+
+def _stored_tables(out: Path) -> dict[str, str]:
+    """Every stored parquet table of a study, by key, with its catalogue name."""
+    keys = [k for k in stored_keys(out, "tables") if k.endswith(".parquet")]
+    return {k: next(p.removesuffix(".parquet") for p in k.split("/")[1:] if p.removesuffix(".parquet") in BY_NAME)
+            for k in keys}
+
+
+def test_every_stored_table_matches_its_catalogue_schema(finished_study: Path):
+    tables = _stored_tables(finished_study)
+    for key, name in tables.items():
+        assert BY_NAME[name].table_schema.problems(stored_table(finished_study, key)) == [], key
+    # the tiny study writes every table but the depth, the prefix rollouts and the contrasts (one condition)
+    assert set(tables.values()) == set(BY_NAME) - {"task_depth", "prefix_rollouts", "intervention_contrasts"}
+
+
+def test_a_renamed_column_breaks_its_table_schema(finished_study: Path):
+    for key, name in _stored_tables(finished_study).items():
+        schema = BY_NAME[name].table_schema
+        column = schema.names[-1]
+        renamed = stored_table(finished_study, key).rename(columns={column: f"{column}_v2"})
+        assert schema.problems(renamed)[:2] == [f"missing column {column!r}", f"unexpected column '{column}_v2'"], key
 
 
 def test_every_table_carries_the_preregistered_hash(finished_study: Path):

@@ -21,6 +21,7 @@ from hrbench.quality.rules import Rule
 # process (the in-process executor runs several) validate one at a time.
 _LOCK = threading.Lock()
 EXAMPLES = 5  # unexpected rows shown per failed expectation
+TABLE = "(table)"  # the column named by an expectation on the table's columns
 
 
 class ExpectationOutcome(BaseModel):
@@ -106,12 +107,16 @@ def validate(suite: str, frame: pd.DataFrame, rules: list[Rule], index: list[str
 
 
 def _outcome(rule: Rule, result: Any, index: list[str]) -> ExpectationOutcome:
-    outcome = ExpectationOutcome(expectation=result.expectation_config.type, column=rule.column,
+    outcome = ExpectationOutcome(expectation=result.expectation_config.type, column=rule.column or TABLE,
                                  meaning=rule.meaning, success=bool(result.success))
     error = _raised(result.exception_info)
     if error:
         return outcome.model_copy(update={"success": False, "error": error})
     detail = result.result or {}
+    if rule.column is None:  # the table's columns: the declared ones it lacks
+        missing = (detail.get("details") or {}).get("mismatched", {}).get("missing") or []
+        return outcome.model_copy(update={"unexpected": len(missing),
+                                          "examples": [f"missing column {c}" for c in missing][:EXAMPLES]})
     if rule.over_distinct_values:
         # judged on the column's distinct values: the keys missing, then the keys not expected
         missing = [f"missing {v}" for v in detail.get("partial_missing_list", [])]

@@ -12,10 +12,10 @@ from pydantic import BaseModel
 
 
 class Rule(BaseModel):
-    """An expectation on one column, and what it protects."""
+    """An expectation on one column (or on the table's columns: `column` None), and what it protects."""
 
     expectation: str  # a class of great_expectations.expectations, e.g. "ExpectColumnValuesToBeBetween"
-    column: str
+    column: str | None
     meaning: str  # the sentence a failure starts with
     arguments: dict[str, Any] = {}
 
@@ -24,13 +24,20 @@ class Rule(BaseModel):
         return results in the suite's order (one that raised comes first)."""
         import great_expectations.expectations as gxe
 
-        keyword = {"column_A": self.column} if "column_B" in self.arguments else {"column": self.column}
+        keyword = {} if self.column is None else \
+            {"column_A": self.column} if "column_B" in self.arguments else {"column": self.column}
         return getattr(gxe, self.expectation)(**keyword, **self.arguments, meta={"rule": number})
 
     @property
     def over_distinct_values(self) -> bool:
         """Judged on the set of a column's values (missing / not-expected keys), not row by row."""
         return self.expectation.startswith("ExpectColumnDistinctValues")
+
+
+def has_columns(columns: list[str], meaning: str) -> Rule:
+    """The table has every one of these columns (it may have more: a suite's own derived columns)."""
+    return Rule(expectation="ExpectTableColumnsToMatchSet", column=None, meaning=meaning,
+                arguments={"column_set": columns, "exact_match": False})
 
 
 def unique(column: str, meaning: str) -> Rule:

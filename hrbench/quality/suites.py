@@ -1,6 +1,7 @@
 """The data-quality suites of a study's tables (docs/quality.md), built from its pre-registration.
 
-Each suite is a list of rules on one table: its keys unique and exactly (or at least) the
+Each suite is a list of rules on one table: its columns (every one its catalogue schema declares, hrbench/schemas.py,
+and a value in each required one), its keys (the schema's row key) unique and exactly (or at least) the
 pre-registered ones, probabilities and rewards in [0, 1], exit reasons from the allowed set,
 token and cost columns non-negative, and — across tables — every natural trial started after
 its agent's P_expected for the condition was fixed. `check_<table>` validates one table with GX.
@@ -13,16 +14,24 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from hrbench.catalogue import (
+    CHECKPOINT_TRIALS, EXPECTED_SUCCESS, HORIZON_RESIDUALS, OBSERVED_SUCCESS, STAGE_ESTIMATES, Table,
+)
 from hrbench.design import StudyDesign
 from hrbench.exits import ALL_EXIT_REASONS, is_missing
 from hrbench.harness.records import TrialSpec
 from hrbench.protocol import Retries
 from hrbench.quality.gx import SuiteResult, validate
-from hrbench.quality.rules import Rule, after, at_least, between, exactly, not_above, one_of, present, unique
+from hrbench.quality.rules import (
+    Rule, after, at_least, between, exactly, has_columns, not_above, one_of, present, unique,
+)
+from hrbench.schemas import Schema
 
 EXIT_REASONS = frozenset(ALL_EXIT_REASONS)
 KEY = "row_key"  # the joined key columns of a per-agent table, the column its key rules judge
-TRIAL_INDEX = ["trial_key"]
+EMPTY_REQUIRED = "empty_required"  # the required columns a row leaves empty, the column its schema rule judges
+TRIALS = CHECKPOINT_TRIALS.table_schema  # natural trials and prefix rollouts have the same
+TRIAL_INDEX = list(TRIALS.row_key)
 NON_NEGATIVE = ("tokens_in", "tokens_out", "cost_usd", "turns", "wall_s")
 TRIALS_REMEDY = ("re-materialize {suite} for these partitions (trials resume from the journal); a table edited "
                  "by hand or copied from another study's output is replaced by that")
@@ -39,11 +48,29 @@ def _unit(column: str, what: str) -> Rule:
     return between(column, 0, 1, f"{what} must lie in [0, 1]")
 
 
+def schema_rules(schema: Schema) -> list[Rule]:
+    """The column expectations of a table's catalogue schema: every declared column, a value in each required one
+    (judged on `with_empty_required`'s column: one expectation, not one per column, each costing GX a pass)."""
+    return [has_columns(schema.names, "the table must have every column its catalogue schema declares "
+                                      "(hrbench/schemas.py); one renamed or dropped by its writer breaks its readers"),
+            one_of(EMPTY_REQUIRED, {""}, "every row must have a value in each required column of its catalogue "
+                                         "schema (the rows below name the empty ones)")]
+
+
+def with_empty_required(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """The table with a column naming, per row, the required columns it leaves empty (`a,b`; "" when none)."""
+    empty = pd.Series("", index=frame.index, dtype=object)
+    for column in (c for c in schema.required if c in frame.columns):
+        empty = empty.where(frame[column].notna(), empty + "," + column)
+    return frame.assign(**{EMPTY_REQUIRED: empty.str.lstrip(",")})
+
+
 def _stamped(prereg_sha256: str) -> Rule:
     return one_of("prereg_sha256", {prereg_sha256}, "every row must carry this study's pre-registration hash")
 
 
 def _keyed(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    columns = [c for c in columns if c in frame.columns]  # a missing one fails the schema's rule, not this join
     joined = frame[columns].astype(str).agg("|".join, axis=1) if len(frame) else pd.Series([], dtype=object)
     return frame.assign(**{KEY: joined})
 
@@ -52,6 +79,7 @@ def trial_rules(specs: Iterable[TrialSpec], prereg_sha256: str) -> list[Rule]:
     """Checkpoint or natural trials: exactly the pre-registered keys once each, sane outcomes and costs."""
     keys = {s.key for s in specs}
     return [
+        *schema_rules(TRIALS),
         unique("trial_key", "each trial must appear once (a duplicated key would be counted twice)"),
         exactly("trial_key", keys, f"the trial keys must be exactly the {len(keys)} pre-registered trials"),
         _stamped(prereg_sha256),
@@ -76,8 +104,8 @@ def check_trials(suite: str, trials: pd.DataFrame, specs: Iterable[TrialSpec], p
     """Validate a checkpoint or natural trial table against the trials pre-registered for its partitions, and
     each cell's missing trials (no result after their attempts) against `retries.max_missing_share`."""
     specs = list(specs)
-    rows = validate(suite, trial_frame(trials), trial_rules(specs, prereg_sha256), TRIAL_INDEX,
-                    TRIALS_REMEDY.format(suite=suite))
+    rows = validate(suite, with_empty_required(trial_frame(trials), TRIALS), trial_rules(specs, prereg_sha256),
+                    TRIAL_INDEX, TRIALS_REMEDY.format(suite=suite))
     cells, tolerated = missing_cells(trials, specs, retries)
     share = validate(suite, cells, [between("m_missing", 0, tolerated, (
         f"at most {tolerated} of each cell's trials may be missing (retries.max_missing_share "
@@ -113,39 +141,43 @@ def missing_cells(trials: pd.DataFrame, specs: list[TrialSpec], retries: Retries
     return frame, min((retries.tolerated(n) for n in per_cell), default=0)
 
 
-def _check_keyed(suite: str, frame: pd.DataFrame, columns: list[str], wanted: set[str], rules: list[Rule],
+def _check_keyed(table: Table, condition: str, frame: pd.DataFrame, wanted: set[str], rules: list[Rule],
                  complete: str = "exactly") -> SuiteResult:
+    """A per-agent table's suite: its schema's columns, its row key (`row_key`: unique, and `complete` the
+    `wanted` keys joined with `|`), then `rules`."""
+    suite, columns = table.key(condition), list(table.table_schema.row_key)
     label = "/".join(columns)
     key_rules = [unique(KEY, f"each ({label}) must appear once"),
                  (exactly if complete == "exactly" else at_least)(
                      KEY, wanted, f"the ({label}) rows must be {complete} the {len(wanted)} pre-registered ones")]
-    return validate(suite, _keyed(frame, columns), key_rules + rules, columns, TABLE_REMEDY.format(suite=suite))
+    schema = table.table_schema
+    return validate(suite, with_empty_required(_keyed(frame, columns), schema), schema_rules(schema) + key_rules + rules,
+                    columns, TABLE_REMEDY.format(suite=suite))
 
 
 def check_stage_estimates(frame: pd.DataFrame, design: StudyDesign, agents: list[str], condition: str) -> SuiteResult:
     """q̂ of every stage of every task, from the pre-registered m_i trials less the missing ones, inside [0, 1]."""
-    columns = ["agent", "condition", "task", "stage"]
     wanted = {"|".join((a, condition, t.name, s.name)) for a in agents for t in design.tasks for s in t.stages}
     planned = design.study.trials.checkpoint
     rules = [_stamped(design.prereg_sha256), *(_unit(c, c) for c in ("q_hat", "q_ci_low", "q_ci_high")),
              one_of("m_planned", {planned}, f"every stage's m_planned must be the pre-registered m_i = {planned}"),
              not_above("m", "m_planned", "every q̂ must come from at most the pre-registered m_i trials (m_used "
                                          "≤ m_planned; the shortfall is m_missing, trials without a result)")]
-    return _check_keyed(f"{condition}/stage_estimates", frame, columns, wanted, rules)
+    return _check_keyed(STAGE_ESTIMATES, condition, frame, wanted, rules)
 
 
 def check_expected_success(frame: pd.DataFrame, design: StudyDesign, agents: list[str], condition: str) -> SuiteResult:
     """P_expected of every task, once, inside [0, 1]."""
     wanted = {"|".join((a, condition, t.name)) for a in agents for t in design.tasks}
     rules = [_stamped(design.prereg_sha256), _unit("p_expected", "P_expected")]
-    return _check_keyed(f"{condition}/expected_success", frame, ["agent", "condition", "task"], wanted, rules)
+    return _check_keyed(EXPECTED_SUCCESS, condition, frame, wanted, rules)
 
 
 def check_observed_success(frame: pd.DataFrame, design: StudyDesign, agents: list[str], condition: str) -> SuiteResult:
     """r̂ of every stage and P_observed of every task, once, inside [0, 1]."""
     wanted = {"|".join((a, condition, t.name, s.name)) for a in agents for t in design.tasks for s in t.stages}
     rules = [_stamped(design.prereg_sha256), _unit("r_hat", "r̂"), _unit("p_observed", "P_observed")]
-    return _check_keyed(f"{condition}/observed_success", frame, ["agent", "condition", "task", "stage"], wanted, rules)
+    return _check_keyed(OBSERVED_SUCCESS, condition, frame, wanted, rules)
 
 
 def check_horizon_residuals(frame: pd.DataFrame, design: StudyDesign, agents: list[str],
@@ -154,8 +186,7 @@ def check_horizon_residuals(frame: pd.DataFrame, design: StudyDesign, agents: li
     scopes = {("task", t.name) for t in design.tasks} | {("family", t.family) for t in design.tasks} | {("all", "all")}
     wanted = {"|".join((a, condition, s, n)) for a in agents for s, n in scopes}
     rules = [_stamped(design.prereg_sha256), _unit("p_expected", "P_expected"), _unit("p_observed", "P_observed")]
-    return _check_keyed(f"{condition}/horizon_residuals", frame, ["agent", "condition", "scope", "name"], wanted,
-                        rules, complete="at least")
+    return _check_keyed(HORIZON_RESIDUALS, condition, frame, wanted, rules, complete="at least")
 
 
 def evidence_order_frame(natural: pd.DataFrame, expected_at: dict[str, float | None],

@@ -19,6 +19,7 @@ from hrbench.content_cache import ContentCache, cache_key
 from hrbench.design import StudyDesign
 from hrbench.envs.registry import Backend, task_backend
 from hrbench.protocol import Budget, StudyError
+from hrbench.schemas import TASK_DEPTH
 from hrbench.stores import StudyStores
 from hrbench.structure.depth import CAPS, DepthEstimate, estimate_depth, harness_runner
 from hrbench.structure.settings import DepthSettings
@@ -26,8 +27,7 @@ from hrbench.structure.tables import structure_row
 from hrbench.tasks.audit_cache import backend_identity
 from hrbench.tasks.model import Task
 
-DEPTH_COLUMNS = ["task", "family", "depth", "depth_status", "n_turns", "work_lines", "work_chars", "work_tokens",
-                 "n_stages", "dependency_depth", "models", "n_runs", "runs_json"]
+DEPTH_COLUMNS = TASK_DEPTH.unstamped  # the table's schema (hrbench/schemas.py)
 DEPTH_CACHE = "depth"
 
 

@@ -19,7 +19,7 @@ from hrbench.design import StudyDesign
 from hrbench.runner import TrialRunner
 from hrbench.simulate import simulated_trials
 from hrbench.study_run import StudyRun
-from tests.conftest import TINY_STUDY
+from tests.conftest import TINY_STUDY, as_stored
 
 AGENT, CONDITION = "steady", "baseline"
 # when the prediction was fixed; every natural trial below starts a minute or more later
@@ -61,4 +61,5 @@ def study_tables(tmp_path_factory) -> StudyTables:
     expected = analysis.expected_success(design, AGENT, estimates)
     observed = analysis.observed_success(design, AGENT, checkpoint, natural, estimands)
     residuals = analysis.horizon_residuals(design, AGENT, checkpoint, natural, expected, estimands)
-    return StudyTables(design, runner, checkpoint, natural, estimates, expected, observed, residuals)
+    return StudyTables(design, runner, *as_stored(design, AGENT, checkpoint, natural, estimates, expected, observed,
+                                                  residuals))

@@ -12,6 +12,7 @@ import pytest
 
 from hrbench import quality
 from hrbench.quality import gx
+from hrbench.quality.suites import EMPTY_REQUIRED
 from tests.quality.conftest import AGENT, CONDITION, EXPECTED_AT, StudyTables
 
 
@@ -20,10 +21,14 @@ READERS = {"checkpoint": ["checkpoint"], "natural": ["natural", "order"], "stage
            "expected": ["expected"], "observed": ["observed"], "residuals": ["residuals"]}
 
 
+def _tables(t: StudyTables) -> dict[str, pd.DataFrame]:
+    return {"checkpoint": t.checkpoint, "natural": t.natural, "stage_estimates": t.stage_estimates,
+            "expected": t.expected, "observed": t.observed, "residuals": t.residuals}
+
+
 def _suites(t: StudyTables, replaced: dict[str, pd.DataFrame] | None = None) -> dict[str, quality.SuiteResult]:
     """The suites on the study's tables; given `replaced` (corrupted copies), only the suites that read those."""
-    tables = {"checkpoint": t.checkpoint, "natural": t.natural, "stage_estimates": t.stage_estimates,
-              "expected": t.expected, "observed": t.observed, "residuals": t.residuals, **(replaced or {})}
+    tables = {**_tables(t), **(replaced or {})}
     per_agent = dict(design=t.design, agents=[AGENT], condition=CONDITION)
     suites = {
         "checkpoint": lambda: quality.check_trials("checkpoint_trials", tables["checkpoint"],
@@ -150,8 +155,34 @@ def test_a_trial_without_a_start_time_fails(study_tables: StudyTables):
 def test_a_missing_column_is_reported_not_raised(study_tables: StudyTables):
     result = quality.check_expected_success(study_tables.expected.drop(columns=["p_expected"]), study_tables.design,
                                             [AGENT], CONDITION)
-    assert [o.column for o in result.failed] == ["p_expected"]
-    assert "could not be checked" in result.description()
+    assert [o.column for o in result.failed] == [gx.TABLE, "p_expected"]  # the schema's columns, then its range
+    assert "missing column p_expected" in result.description() and "could not be checked" in result.description()
+
+
+def test_an_empty_required_value_fails_the_suite_naming_the_row_and_the_column(study_tables: StudyTables):
+    natural = study_tables.natural.copy()
+    natural.loc[natural.index[3], ["agent_sha256", "trial_index"]] = None
+    result = _suites(study_tables, {"natural": natural})["natural"]
+    assert [o.column for o in result.failed] == [EMPTY_REQUIRED]
+    assert result.failed[0].unexpected == 1
+    assert result.failed[0].examples == [f"{EMPTY_REQUIRED}=agent_sha256,trial_index, "
+                                         f"trial_key={natural['trial_key'].iloc[3]}"]
+
+
+# a required column of each table (its catalogue schema), renamed as a writer might
+RENAMED = {"checkpoint": "verifier_s", "natural": "agent_sha256", "stage_estimates": "m_planned",
+           "expected": "baseline_model", "observed": "k0", "residuals": "ci_method"}
+
+
+@pytest.mark.parametrize("table", sorted(RENAMED))
+def test_a_renamed_column_fails_the_suites_that_read_its_table(study_tables: StudyTables, table: str):
+    frame = _tables(study_tables)[table]
+    renamed = frame.rename(columns={RENAMED[table]: RENAMED[table] + "_v2"})
+    for name, result in _suites(study_tables, {table: renamed}).items():
+        if name == "order":
+            continue  # the evidence order reads the trials' start times only
+        assert not result.success, name
+        assert f"missing column {RENAMED[table]}" in result.description(), name
 
 
 def test_the_core_and_the_cli_do_not_import_great_expectations():

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hrbench.catalogue import TASK_DEPTH
 from hrbench.design import StudyDesign
 from hrbench.envs.local import LocalBackend
 from hrbench.protocol import StudyError, load_study
@@ -58,7 +59,7 @@ def test_each_task_is_measured_in_appendix_b_order_with_the_named_models(tmp_pat
     # ten marked steps) both need one turn; on the two-part transduction task two, one per part.
     design = StudyDesign.from_file(_study(tmp_path, {"agents": ["steady", "batcher"]}))
     frame = measure_study_depth(design, LocalBackend(tmp_path / "cache"), StudyStores(tmp_path / "out"))
-    assert list(frame.columns) == ["prereg_sha256", *DEPTH_COLUMNS]
+    assert list(frame.columns) == ["prereg_sha256", *DEPTH_COLUMNS] and TASK_DEPTH.table_schema.problems(frame) == []
     assert set(frame["prereg_sha256"]) == {design.prereg_sha256}
     rows = frame.set_index("task")
     lt, calib = rows.loc[TASKS[0]], rows.loc[TASKS[1]]
