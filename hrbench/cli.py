@@ -138,7 +138,8 @@ def claim_sentences(summary: dict) -> list[str]:
     claims = summary.get("claims") or []
     if not claims:
         return []
-    rule = {"holm": "family-wise error (Holm)", "by": "false discovery rate (Benjamini–Yekutieli)"}
+    rule = {"holm": "family-wise error (Holm)", "maxt": "family-wise error (max-|t| simultaneous band)",
+            "by": "false discovery rate (Benjamini–Yekutieli)"}
     lines = [f"Confirmatory claims ({summary['n_claims']}; {rule[summary['error_rate']]} at α = {summary['alpha']:g}; "
              f"adjusted intervals at {100 * claims[0]['adj_level']:.4g}%; equivalence margin "
              f"{'none: nothing is called equivalent' if summary['equivalence_margin'] is None else summary['equivalence_margin']}):"]
