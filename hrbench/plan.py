@@ -214,12 +214,16 @@ def _tasks_for(families: list[str], width_of: Callable[[list[int]], HeadlineWidt
 
 
 def _claim_interval(row, level: float, claim: float) -> tuple[float | None, float | None, float | None]:
-    """(half-width at the study's level, adjusted low, adjusted high) of a simulated `all` row (cluster-t)."""
-    if row.ci_low is None or row.ci_high is None or row.df is None:
+    """(half-width at the study's level, adjusted low, adjusted high) of a simulated `all` row: the interval its
+    claim reads (hrbench.claims.claim_interval): families resampled where the row has it, else the cluster-t."""
+    low, high, df = row.ci_low, row.ci_high, row.df
+    if getattr(row, "families_ci_low", None) is not None:
+        low, high, df = row.families_ci_low, row.families_ci_high, row.families_df
+    if low is None or high is None or df is None:
         return None, None, None
     point = row.gamma if hasattr(row, "gamma") else row.delta
-    _, lo, hi = t_interval_rescaled(point, row.ci_low, row.ci_high, row.df, level, claim)
-    return (row.ci_high - row.ci_low) / 2, lo, hi
+    _, lo, hi = t_interval_rescaled(point, low, high, df, level, claim)
+    return (high - low) / 2, lo, hi
 
 
 def plan_claims(design: StudyDesign, inputs: list[Anticipated], target: float, n_sims: int = 200,
@@ -239,6 +243,7 @@ def plan_claims(design: StudyDesign, inputs: list[Anticipated], target: float, n
     if max(families.count(f) for f in set(families)) < 2:
         return []  # no family of ≥ 2 tasks: no tasks-sampled interval to plan (the rows say too-few-tasks)
     declared = list(range(len(families)))
+    many_families = len(set(families)) >= FAMILY_LEVEL_MIN
     out = []
     rng = np.random.default_rng(seed)
     base_protocol = study.checkpoint_protocol("baseline").protocol_hash()
@@ -269,8 +274,10 @@ def plan_claims(design: StudyDesign, inputs: list[Anticipated], target: float, n
 
             def width_of(idx: list[int], tasks=cond_inputs) -> HeadlineWidth:
                 q, pe, po, w = _arrays(design, [tasks[i] for i in idx])
-                return predicted_half_width(linearized_truth(pe, po, w), trial_variance_terms(q, pe, po, w, m, m0),
-                                            index_of(idx), level)
+                # the interval the claim reads: families resampled from FAMILY_LEVEL_MIN declared families on
+                predict = predicted_families_half_width if many_families else predicted_half_width
+                return predict(linearized_truth(pe, po, w), trial_variance_terms(q, pe, po, w, m, m0), index_of(idx),
+                               level)
 
             def simulate(idx: list[int], tasks=cond_inputs) -> tuple:
                 row = residual_table(_simulate(design, [tasks[i] for i in idx], rng), study.zero_rule, level=level,

@@ -59,3 +59,19 @@ def test_the_families_the_target_needs_are_predicted_and_checked_by_simulation()
     assert tighter.families_needed > sized.families_needed
     assert 0.8 <= sized.ratio <= 1.25, sized
     assert size_families(inputs, families, [1.0] * len(inputs), target=0.001, n_sims=0, **common).families_needed is None
+
+
+def test_a_simulated_claim_reads_the_families_interval_where_its_row_has_one():
+    """`hrbench plan` checks a claim on the interval the claim reads (hrbench.claims.claim_interval): families
+    resampled from FAMILY_LEVEL_MIN families on, else the fixed-family cluster-t."""
+    from hrbench.plan import _claim_interval
+    from hrbench.stats import residual_table, simulate_task
+
+    rng = np.random.default_rng(2)
+    q = np.array([0.9, 0.9, 0.9])
+    for n_families, column in ((FAMILY_LEVEL_MIN, "families_ci"), (FAMILY_LEVEL_MIN - 1, "ci")):
+        tasks = [simulate_task(f"F{f}t{t}", f"F{f}", q, q * math.exp(-(0.3 + 0.1 * f) / 3), 20, 20, rng)
+                 for f in range(n_families) for t in range(3)]
+        row = residual_table(tasks, level=0.95, scopes=("all",))[0]
+        half, _, _ = _claim_interval(row, 0.95, 0.99)
+        assert half == pytest.approx((getattr(row, f"{column}_high") - getattr(row, f"{column}_low")) / 2)
