@@ -120,3 +120,39 @@ def test_the_max_t_band_covers_all_five_truths_at_once_at_the_nominal_rate():
     covered = sum(_all_covered(_claims(_study("maxt"), rng)) for _ in range(reps))
     print(f"family-wise coverage {covered / reps:.3f}")
     assert 0.93 <= covered / reps <= 0.97, covered / reps
+
+
+def test_the_claims_table_bands_every_agents_stored_claims_and_keeps_a_tasks_fixed_claim_at_bonferroni():
+    """Through the tables the asset graph stores (parquet): two agents' marked residual rows, one of them with
+    single-task families (a tasks-fixed claim: no terms, kept at 1 − α/k), adjusted by `claims_table`."""
+    import io
+
+    import pandas as pd
+
+    from hrbench.claims import claims_table, mark_residual_claims
+
+    study = Study.model_validate({"name": "s", "agents": [{"id": a, "kind": "sim", "sim": {"skill": 0.9}}
+                                                           for a in ("a", "b")],
+                                  "bootstrap": {"level": 0.95}, "claims": {"error_rate": "maxt"}})
+    rng = np.random.default_rng(4)
+    q = np.array([0.9, 0.85, 0.9])
+    frames = []
+    for agent, n_families in (("a", 2), ("b", 8)):
+        outcomes = [simulate_task(f"t{j}", f"F{j % n_families}", q, q * 0.6 ** (1 / 3), 20, 20, rng) for j in range(8)]
+        table = pd.DataFrame([r.model_dump() for r in residual_table(outcomes, level=0.95)])
+        table.insert(0, "condition", "baseline")
+        table.insert(0, "agent", agent)
+        table["true_gamma"] = table["true_gamma_sampled"] = None
+        table = mark_residual_claims(study, table, outcomes, "jeffreys")
+        buffer = io.BytesIO()
+        table.to_parquet(buffer)
+        frames.append(pd.read_parquet(buffer))
+    stored = pd.concat(frames, ignore_index=True)
+    claimed = stored[stored["confirmatory"]]
+    assert isinstance(claimed["claim_terms"].iloc[0], str) and claimed["claim_terms"].iloc[1] is None
+    claims = claims_table(study, stored, pd.DataFrame())
+    assert list(claims["claim_estimand"]) == ["tasks: sampled", "tasks: fixed"]
+    # two independent claims: Šidák's level for the t interval; the tasks-fixed one keeps Bonferroni's 1 − α/2
+    # (50,000 draws: the per-claim tail 0.025 to ±0.0005; 4 of them)
+    assert claims["adj_level"].iloc[0] == pytest.approx(0.95**0.5, abs=2e-3) and claims["adj_level"].iloc[1] == 0.975
+    assert "claim_terms" not in claims and "claim_df" not in claims
