@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from dagster import DagsterInstance, build_sensor_context
+from dagster._core.storage.tags import PARENT_RUN_ID_TAG, ROOT_RUN_ID_TAG, WILL_RETRY_TAG
 
 from pipelines.builder import build_definitions
 from pipelines.materialize import launch_step, run_study
@@ -89,3 +90,31 @@ def test_a_changed_agent_is_refused_not_rerun(tmp_path: Path):
     with pytest.raises(StudyError, match="a changed agent is a new agent"):
         run_study(study, out, instance=instance, progress=False)
     assert snapshot(out, ["steady"]) == before
+
+
+def test_a_step_under_way_or_awaiting_dagsters_retry_is_not_requested_again(tmp_path: Path):
+    """One run of a step at a time: the sensor requests none beside a setup launched from the UI (or the refresh
+    schedule), nor beside a failed run that Dagster's run retries will launch again (its worker died)."""
+    study = write_study(tmp_path, ["steady"])
+    defs = build_definitions(study, tmp_path / "out")
+    instance = DagsterInstance.ephemeral()
+    sensor = _sensor(defs)
+    setup = defs.resolve_job_def(DEPLOY.name("study_setup_job"))
+    assert [r.job_name for r in sensor(build_sensor_context(instance=instance)).run_requests] == [setup.name]
+
+    # launched from the UI: the job's own tags, none of the sensor's
+    ui_run = instance.create_run_for_job(job_def=setup, tags=setup.tags)
+    assert not sensor(build_sensor_context(instance=instance)).run_requests
+
+    # its worker was killed; run monitoring failed it and Dagster will retry it (deploy/dagster.yaml run_retries)
+    instance.report_run_failed(ui_run, message="run worker pid 1 is gone")
+    instance.add_run_tags(ui_run.run_id, {WILL_RETRY_TAG: "true"})
+    assert not sensor(build_sensor_context(instance=instance)).run_requests
+    retry = instance.create_run_for_job(job_def=setup, tags={**setup.tags, PARENT_RUN_ID_TAG: ui_run.run_id,
+                                                             ROOT_RUN_ID_TAG: ui_run.run_id})
+    assert not sensor(build_sensor_context(instance=instance)).run_requests
+
+    # Dagster's retries are used up: the sensor requests the step again
+    instance.report_run_failed(retry, message="run worker pid 2 is gone")
+    instance.add_run_tags(retry.run_id, {WILL_RETRY_TAG: "false"})
+    assert [r.job_name for r in sensor(build_sensor_context(instance=instance)).run_requests] == [setup.name]

@@ -8,6 +8,7 @@ lineage page (saved to test-artifacts/ and checked not to be blank).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -23,7 +24,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hrbench.catalogue import StudyNames, table_key
+from hrbench.catalogue import (
+    CHECKPOINT, CHECKPOINT_TRIALS, EXPECTED, NATURAL, REPORT, RESIDUALS, SETUP, STAGE_ESTIMATES, StudyNames,
+    table_key,
+)
+from hrbench.lineage import check_problems, read_record, record_key
+from hrbench.storage import store_for
+from tests.conftest import store_table, stored_table
 from tests.deploy.conftest import write_study
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,16 +80,30 @@ class Deployment:
             "HRBENCH_SCHEDULE": "* * * * *"}))
         environment = {k: v for k, v in os.environ.items() if k not in ("HRBENCH_STUDY", "HRBENCH_OUT",
                                                                          "HRBENCH_SENSOR_INTERVAL", "HRBENCH_SCHEDULE")}
+        # a code server's answer (a run's launch) may take minutes on a loaded host (docs/deploy.md)
         self.env = {**environment, "DAGSTER_HOME": str(self.home), "DAGSTER_PG_URL": postgres_url,
-                    "PYTHONPATH": str(REPO)}
+                    "PYTHONPATH": str(REPO), "DAGSTER_GRPC_TIMEOUT_SECONDS": "300"}
         self.logs = root / "logs"
         self.logs.mkdir()
         self.procs: list[subprocess.Popen] = []
+        self.named: dict[str, subprocess.Popen] = {}
 
     def start(self, name: str, argv: list[str]) -> None:
-        log = open(self.logs / f"{name}.log", "w")
-        self.procs.append(subprocess.Popen(argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                           preexec_fn=_reset_signals, start_new_session=True))
+        log = open(self.logs / f"{name}.log", "a")
+        self.named[name] = subprocess.Popen(argv, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                            preexec_fn=_reset_signals, start_new_session=True)
+        self.procs.append(self.named[name])
+
+    def start_daemon(self) -> None:
+        self.start("daemon", [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w",
+                              str(REPO / "workspace.yaml")])
+
+    def kill_daemon(self) -> None:
+        """SIGKILL to the daemon's process group: the daemon, the code server it started and the run workers that
+        code server spawned (DefaultRunLauncher), as a crash or an OOM kill of the host's daemon would."""
+        daemon = self.named["daemon"]
+        os.killpg(daemon.pid, signal.SIGKILL)
+        daemon.wait()
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -136,7 +157,6 @@ def deployment(tmp_path: Path, postgres_url: str):
     workspace = str(REPO / "workspace.yaml")
     d.start("webserver", [sys.executable, "-m", "dagster_webserver", "-w", workspace, "-h", "127.0.0.1",
                           "-p", str(d.port)])
-    d.start("daemon", [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", workspace])
     try:
         deadline = time.monotonic() + 240
         while True:
@@ -151,7 +171,7 @@ def deployment(tmp_path: Path, postgres_url: str):
         while not _location_loaded(d):
             assert time.monotonic() < deadline, "code location did not load\n" + d.log_tail()
             time.sleep(2)
-        yield d
+        yield d  # the test starts the daemon (Deployment.start_daemon) once it has queued its first run
     finally:
         d.stop()
 
@@ -178,16 +198,24 @@ def _assets(d: Deployment) -> dict[str, dict]:
     return {table_key(n["assetKey"]["path"]): n for n in nodes}
 
 
-def _launch(d: Deployment, job: str, **tags: str) -> str:
-    """Launch the study's step job `job` (its catalogue name: `study_setup_job`) as the UI does."""
+def _launch(d: Deployment, job: str, checks_of: str | None = None, **tags: str) -> str:
+    """Launch the study's step job `job` (its catalogue name: `study_setup_job`) as the UI's Launchpad does;
+    `checks_of`: only that asset's checks (its catalogue key; "Execute checks")."""
     tags = {"hrbench/study": "teamstudy", **tags}
+    selector = {"repositoryLocationName": LOCATION, "repositoryName": "__repository__", "jobName": TEAM.name(job)}
+    if checks_of:
+        key = {"path": [TEAM.namespace, *checks_of.split("/")]}
+        selector |= {"assetSelection": [], "assetCheckSelection": [{"assetKey": key, "name": c} for c in CHECKS]}
     data = d.graphql("""mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
         ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""", {"p": {
-        "selector": {"repositoryLocationName": LOCATION, "repositoryName": "__repository__", "jobName": TEAM.name(job)},
+        "selector": selector,
         "runConfigData": {}, "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]}}})
     launched = data["launchRun"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
     return launched["run"]["runId"]
+
+
+CHECKS = ("data_quality", "hashes_match_stored_registration")  # the blocking checks of a trial table
 
 
 def _status(d: Deployment, run_id: str) -> str:
@@ -197,14 +225,19 @@ def _status(d: Deployment, run_id: str) -> str:
 
 def test_a_study_runs_on_webserver_daemon_and_postgres(deployment: Deployment):
     d = deployment
-    run_id = _launch(d, "study_setup_job")  # queued; the daemon launches it
+    # queued before the daemon starts: the agent sensor's first tick sees it (a setup launched after that tick
+    # would be a second one beside the sensor's)
+    run_id = _launch(d, SETUP)
+    d.start_daemon()
     deadline = time.monotonic() + 1500  # twelve run processes; on a loaded 2-core machine each takes ~30 s
     while _status(d, run_id) not in ("SUCCESS", "FAILURE", "CANCELED"):
         assert time.monotonic() < deadline, "setup run did not finish\n" + d.log_tail()
         time.sleep(2)
     assert _status(d, run_id) == "SUCCESS", d.log_tail()
 
-    # the agent sensor (running by default in the daemon) adds both agents and runs their steps, then the report
+    # the agent sensor (running by default in the daemon) adds both agents and runs their steps, then the report;
+    # the daemon is killed while a run journals its trials, and started again
+    killed, journaled = _kill_the_daemon_mid_trials(d, deadline)
     while True:
         nodes = _assets(d)
         if nodes["study_report"]["assetMaterializations"]:
@@ -237,8 +270,10 @@ def test_a_study_runs_on_webserver_daemon_and_postgres(deployment: Deployment):
                                               for r in study_runs]
     summary = json.loads((d.out / "summary.json").read_text())
     assert {r["agent"] for r in summary["residuals"]} == {"steady", "rotting"}
+    _dagster_retried_the_killed_run_losing_no_trial(d, killed, journaled)
 
     _two_runs_of_one_agent_take_turns(d)
+    _a_failed_check_stops_every_launch_path_until_it_passes(d)
     _the_schedule_refreshes_the_finished_study(d, finished=time.time(), deadline=deadline + 300)
 
     _screenshot_lineage(d)
@@ -266,7 +301,7 @@ def _two_runs_of_one_agent_take_turns(d: Deployment) -> None:
 def _the_schedule_refreshes_the_finished_study(d: Deployment, finished: float, deadline: float) -> None:
     """The refresh schedule (every minute here, from hrbench.yaml) re-runs the setup of the finished study."""
     query = """{ runsOrError(filter: {tags: [{key: "dagster/schedule_name", value: "teamstudy__study_refresh_schedule"}]}) {
-        ... on Runs { results { runId status startTime } } } }"""
+        ... on Runs { results { runId status startTime tags { key value } } } } }"""
     while True:
         runs = [r for r in d.graphql(query)["runsOrError"]["results"] if (r["startTime"] or 0) > finished]
         done = [r for r in runs if r["status"] in ("SUCCESS", "FAILURE", "CANCELED")]
@@ -275,7 +310,8 @@ def _the_schedule_refreshes_the_finished_study(d: Deployment, finished: float, d
         assert time.monotonic() < deadline, "no refresh ran after the study finished\n" + d.log_tail()
         time.sleep(3)
     assert done[0]["status"] == "SUCCESS", d.log_tail()
-    failed = [r for r in d.graphql(query)["runsOrError"]["results"] if r["status"] == "FAILURE"]
+    failed = [r for r in d.graphql(query)["runsOrError"]["results"] if r["status"] == "FAILURE"
+              and {"key": "dagster/will_retry", "value": "true"} not in r["tags"]]  # not the daemon's kill
     assert not failed, d.log_tail()  # no refresh failed, during the study or after it
 
 
@@ -301,3 +337,168 @@ def _screenshot_lineage(d: Deployment) -> None:
     pixels = mpimg.imread(target)[..., :3]
     colours = np.unique((pixels.reshape(-1, 3) * 255).astype(np.uint8), axis=0)
     assert len(colours) > 50 and float(pixels.std()) > 0.02, "the lineage page rendered blank"
+
+
+RUNS = """{ runsOrError { ... on Runs { results { runId jobName status startTime tags { key value } } } } }"""
+
+
+def _runs(d: Deployment) -> list[dict]:
+    runs = d.graphql(RUNS)["runsOrError"]["results"]
+    # job names as the catalogue spells them (the instance's carry the study's namespace)
+    return [{**r, "jobName": r["jobName"].removeprefix(TEAM.name("")), "tags": {t["key"]: t["value"] for t in r["tags"]}}
+            for r in runs]
+
+
+def _set_schedule(d: Deployment, running: bool) -> None:
+    selector = {"repositoryLocationName": LOCATION, "repositoryName": "__repository__",
+                "scheduleName": TEAM.name("study_refresh_schedule")}
+    if running:
+        d.graphql("mutation($s: ScheduleSelector!) { startSchedule(scheduleSelector: $s) { __typename } }",
+                  {"s": selector})
+        return
+    state = d.graphql("query($s: ScheduleSelector!) { scheduleOrError(scheduleSelector: $s) { ... on Schedule { "
+                      "scheduleState { id } } } }", {"s": selector})["scheduleOrError"]["scheduleState"]
+    d.graphql("mutation($id: String!) { stopRunningSchedule(id: $id) { __typename } }", {"id": state["id"]})
+
+
+def _journal_lines(d: Deployment) -> dict[str, list[str]]:
+    """Every trial journal's records (one line per trial), by path; not a line the kill tore (no newline yet)."""
+    return {str(p): [line for line in p.read_text().split("\n")[:-1] if line.strip()]
+            for p in sorted((d.out / "journal").rglob("*.jsonl"))}
+
+
+def _kill_the_daemon_mid_trials(d: Deployment, deadline: float) -> tuple[str, dict[str, list[str]]]:
+    """SIGKILL to the daemon (its code server and run workers with it) the moment a trial run journals a trial,
+    then a new daemon. The refresh schedule is paused meanwhile, and the kill waits for a moment when no run is
+    being launched: a run caught STARTING has no worker to check and waits out run monitoring's start timeout
+    (15 min, deploy/dagster.yaml). Returns the killed trial run and the journals as they were at the kill."""
+    _set_schedule(d, running=False)
+    busy = ("NOT_STARTED", "STARTING")
+    while True:
+        assert time.monotonic() < deadline, "no trial run to kill\n" + d.log_tail()
+        runs = _runs(d)
+        started = [r for r in runs if r["jobName"] in (CHECKPOINT, NATURAL) and r["status"] == "STARTED"]
+        if not started or any(r["status"] in busy for r in runs):
+            time.sleep(0.5)
+            continue
+        before, until = sum(map(len, _journal_lines(d).values())), time.monotonic() + 15
+        while time.monotonic() < until and sum(map(len, _journal_lines(d).values())) == before:
+            time.sleep(0.01)
+        runs = _runs(d)
+        target = [r for r in runs if r["runId"] in {s["runId"] for s in started} and r["status"] == "STARTED"]
+        if target and not any(r["status"] in busy for r in runs):
+            d.kill_daemon()
+            journaled = _journal_lines(d)
+            break
+    assert sum(map(len, journaled.values())) > before  # killed after a trial was journaled, its run unfinished
+    d.start_daemon()
+    _set_schedule(d, running=True)
+    return target[0]["runId"], journaled
+
+
+def _dagster_retried_the_killed_run_losing_no_trial(d: Deployment, killed: str,
+                                                    journaled: dict[str, list[str]]) -> None:
+    """Run monitoring marked the killed run failed (its worker is gone), Dagster's run retries launched it again,
+    and every trial journaled before the kill is in the tables once, as recorded then (not run again)."""
+    runs = {r["runId"]: r for r in _runs(d)}
+    assert runs[killed]["status"] == "FAILURE", runs[killed]
+    assert runs[killed]["tags"].get("dagster/will_retry") == "true", runs[killed]["tags"]
+    retries = [r for r in runs.values() if r["tags"].get("dagster/parent_run_id") == killed]
+    assert [r["status"] for r in retries] == ["SUCCESS"], retries
+    events = d.graphql("""query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events {
+        __typename ... on MessageEvent { message } } } } }""", {"id": killed})["logsForRun"]["events"]
+    assert any(e["__typename"] == "RunFailureEvent" and "is gone" in e["message"] for e in events), events
+
+    import pandas as pd
+
+    tables = [pd.read_parquet(p) for p in sorted((d.out / "tables").rglob("*.parquet"))]
+    rows = pd.concat([t for t in tables if "trial_key" in t.columns])
+    assert rows["trial_key"].is_unique, rows["trial_key"][rows["trial_key"].duplicated()].tolist()  # none twice
+    final = {json.loads(line)["trial_key"] for lines in _journal_lines(d).values() for line in lines}
+    assert set(rows["trial_key"]) == final  # every journaled trial is in a table: none lost
+    started = dict(zip(rows["trial_key"], rows["started_at"]))
+    before = [json.loads(line) for lines in journaled.values() for line in lines]
+    assert before and all(started.get(r["trial_key"]) == r["started_at"] for r in before)  # kept, not run again
+
+
+def _wait(d: Deployment, run_ids: list[str], minutes: float = 10) -> list[str]:
+    deadline = time.monotonic() + 60 * minutes
+    while True:
+        statuses = [_status(d, r) for r in run_ids]
+        if all(s in ("SUCCESS", "FAILURE", "CANCELED") for s in statuses):
+            return statuses
+        assert time.monotonic() < deadline, f"runs did not finish: {statuses}\n" + d.log_tail()
+        time.sleep(2)
+
+
+def _step_failures(d: Deployment, run_id: str) -> list[str]:
+    events = d.graphql("""query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events {
+        __typename ... on ExecutionStepFailureEvent { error { message } } } } } }""", {"id": run_id})
+    return [e["error"]["message"] for e in events["logsForRun"]["events"]
+            if e["__typename"] == "ExecutionStepFailureEvent"]
+
+
+def _backfill(d: Deployment, asset: str, agent: str) -> str:
+    """A backfill of one partition of an asset, as the UI's "Materialize" over partitions submits it; its run."""
+    data = d.graphql("""mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
+        __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }""", {"p": {
+        "assetSelection": [{"path": [TEAM.namespace, *asset.split("/")]}], "partitionNames": [agent],
+        "tags": [{"key": "hrbench/study", "value": "teamstudy"}]}})["launchPartitionBackfill"]
+    assert data["__typename"] == "LaunchBackfillSuccess", data
+    deadline = time.monotonic() + 600
+    while True:  # the daemon's backfill iteration creates the run
+        runs = [r for r in _runs(d) if r["tags"].get("dagster/backfill") == data["backfillId"]]
+        if runs:
+            return runs[0]["runId"]
+        assert time.monotonic() < deadline, "the backfill launched no run\n" + d.log_tail()
+        time.sleep(2)
+
+
+def _materialized_by(d: Deployment, asset: str) -> set[str]:
+    data = d.graphql("""query($k: AssetKeyInput!) { assetOrError(assetKey: $k) { ... on Asset {
+        assetMaterializations(limit: 1000) { runId } } } }""", {"k": {"path": [TEAM.namespace, *asset.split("/")]}})
+    return {m["runId"] for m in data["assetOrError"]["assetMaterializations"]}
+
+
+def _a_failed_check_stops_every_launch_path_until_it_passes(d: Deployment) -> None:
+    """A checkpoint table that lost a trial (its lineage record made to match, as if written so) fails its
+    blocking data_quality check, run from the UI. While it fails, a UI launch of the next step's job and a
+    backfill of a downstream asset start and fail before computing anything, the agent sensor requests nothing
+    downstream and the refresh schedule runs only the setup; re-running the checkpoint step (its trials come
+    back from the journal) passes the check, and the same launches then succeed."""
+    agent, task = "steady", "tiny-chain"
+    partition, asset = (agent, task), CHECKPOINT_TRIALS.name
+    pair = {"dagster/asset_partition_range_start": f"{agent}|{task}",
+            "dagster/asset_partition_range_end": f"{agent}|{task}"}
+    key, store = f"tables/{asset}/{agent}/{task}.parquet", store_for(d.out)
+    store_table(d.out, key, stored_table(d.out, key).iloc[1:])
+    record = read_record(store, asset, partition)
+    record.sha256 = hashlib.sha256(store.get(key)).hexdigest()
+    store.put(record_key(asset, partition), record.model_dump_json().encode())
+    broken = time.time()
+    _wait(d, [_launch(d, CHECKPOINT, checks_of=asset, **pair)])
+    assert any("blocking check data_quality failed" in p for p in check_problems(store, asset, partition))
+
+    estimates = STAGE_ESTIMATES.key("baseline")
+    ui = _launch(d, EXPECTED, **{"dagster/partition": agent})
+    backfill = _backfill(d, estimates, agent)
+    assert _wait(d, [ui, backfill]) == ["FAILURE", "FAILURE"], d.log_tail()
+    for run_id in (ui, backfill):
+        assert any(f"{asset}/{agent}/{task}: blocking check data_quality failed" in m
+                   for m in _step_failures(d, run_id)), _step_failures(d, run_id)
+    assert not {ui, backfill} & _materialized_by(d, estimates)  # refused before computing anything
+    deadline = time.monotonic() + 180  # the schedule (every minute) ticks while the check fails
+    while not [r for r in _runs(d) if r["tags"].get("dagster/schedule_name") and (r["startTime"] or 0) > broken
+               and r["status"] in ("SUCCESS", "FAILURE")]:
+        assert time.monotonic() < deadline, "the refresh schedule did not run while the check failed\n" + d.log_tail()
+        time.sleep(3)
+    downstream = (EXPECTED, NATURAL, RESIDUALS, REPORT)
+    launched = [(r["jobName"], r["tags"]) for r in _runs(d) if (r["startTime"] or 0) > broken
+                and r["jobName"] in downstream and r["runId"] not in (ui, backfill)]
+    assert not launched, launched  # neither the sensor nor the schedule started anything downstream
+
+    assert _wait(d, [_launch(d, CHECKPOINT, **pair)]) == ["SUCCESS"], d.log_tail()  # the repair
+    assert not check_problems(store, asset, partition)
+    ui, backfill = _launch(d, EXPECTED, **{"dagster/partition": agent}), _backfill(d, estimates, agent)
+    assert _wait(d, [ui, backfill]) == ["SUCCESS", "SUCCESS"], d.log_tail()
+    assert {ui, backfill} <= _materialized_by(d, estimates)

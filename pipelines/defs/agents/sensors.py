@@ -24,13 +24,15 @@ from dagster import (
     sensor,
 )
 
+from dagster._core.storage.tags import PARENT_RUN_ID_TAG, WILL_RETRY_TAG
+
 from hrbench.catalogue import StudyNames
 from hrbench.preregistration import load_registration
 from hrbench.protocol import StudyError
 from hrbench.steps import next_step, report_stale, step_done, steps_for
 from hrbench.tasks.model import TaskError
 from assets.partitions import agents_of
-from pipelines.defs.study.jobs import step_tags
+from pipelines.defs.study.jobs import SETUP_TAG, step_tags
 from resources.storage import storage_from_env
 from resources.study import StudyResource
 
@@ -44,13 +46,31 @@ def _count(context: SensorEvaluationContext, job: str, tags: dict[str, str], sta
     return context.instance.get_runs_count(RunsFilter(job_name=job, tags=tags, statuses=statuses))
 
 
+def _in_flight(context: SensorEvaluationContext, job: str, tags: dict[str, str]) -> bool:
+    """A run of the job with these tags is queued or running, or failed and Dagster's run retries will launch it
+    again (deploy/dagster.yaml: a worker that died; its retry not created yet). The sensor retrying such a run
+    too would start a second run of the step beside Dagster's retry."""
+    if _count(context, job, tags, IN_FLIGHT):
+        return True
+    retried = context.instance.get_runs(RunsFilter(job_name=job, tags={**tags, WILL_RETRY_TAG: "true"},
+                                                   statuses=[DagsterRunStatus.FAILURE]))
+    return any(not context.instance.get_runs_count(RunsFilter(tags={PARENT_RUN_ID_TAG: r.run_id})) for r in retried)
+
+
+def _failures(context: SensorEvaluationContext, job: str, tags: dict[str, str]) -> int:
+    """Failed runs of the job with these tags that Dagster will not retry (its retries of one run count once)."""
+    failed = context.instance.get_runs(RunsFilter(job_name=job, tags=tags, statuses=[DagsterRunStatus.FAILURE]))
+    return sum(r.tags.get(WILL_RETRY_TAG) != "true" for r in failed)
+
+
 def _request(context: SensorEvaluationContext, job: str, tags: dict[str, str], key: str,
              partition_tags: dict[str, str]) -> RunRequest | None:
-    """A run of the step job `job`, under a new key per failure (a run that failed, or never launched, is retried up
-    to MAX_ATTEMPTS times); None once it failed that often, or while a run of it is in flight."""
-    if _count(context, job, tags, IN_FLIGHT):
+    """A run of the step job `job`, under a new key per failure Dagster does not retry itself (a run that failed, or never
+    launched, is requested again up to MAX_ATTEMPTS times); None once it failed that often, or while a run of it
+    is in flight."""
+    if _in_flight(context, job, tags):
         return None
-    failures = _count(context, job, tags, [DagsterRunStatus.FAILURE])
+    failures = _failures(context, job, tags)
     if failures >= MAX_ATTEMPTS:
         context.log.warning(f"{key}: {job} failed {failures} times; not retried (see those runs, fix the "
                             "cause, then re-execute one from the UI)")
@@ -89,9 +109,11 @@ def build_agent_sensor(names: StudyNames, study_path: str | Path, out_dir: str |
         new = [a for a in current if a not in known and a not in refused]
         setup = steps_for(run.study)[0]
         if not step_done(run, setup, None, None):
-            # no agent's work before the audit and the pre-registration: request the setup step (again if it failed)
+            # no agent's work before the audit and the pre-registration: request the setup step (again if it failed),
+            # unless a setup of this study is under way however it was launched (the UI, the refresh schedule)
             tags = {"hrbench/prereg_sha256": run.prereg_sha256[:16]}
-            request = _request(context, names.name(setup.job), tags, f"setup:{run.prereg_sha256[:16]}", {})
+            request = None if _in_flight(context, names.name(setup.job), {SETUP_TAG: run.study.name}) else \
+                _request(context, names.name(setup.job), tags, f"setup:{run.prereg_sha256[:16]}", {})
             return SensorResult(run_requests=[request] if request else [], cursor=json.dumps(current, sort_keys=True),
                                 dynamic_partitions_requests=[agents.build_add_request(new)] if new else [])
         requests, busy = [], False
@@ -100,7 +122,7 @@ def build_agent_sensor(names: StudyNames, study_path: str | Path, out_dir: str |
             if step is None:
                 continue
             tags = {"hrbench/agent": agent, "hrbench/agent_sha256": sha[:16]}
-            if _count(context, names.name(step.job), tags, IN_FLIGHT):
+            if _in_flight(context, names.name(step.job), tags):
                 busy = True  # its run is queued or running: the next step waits for it
                 continue
             endpoint = run.design.registration(agent).config.get("base_url")  # one run per endpoint (dagster.yaml)
