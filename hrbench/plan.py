@@ -246,6 +246,7 @@ def plan_claims(design: StudyDesign, inputs: list[Anticipated], target: float, n
     many_families = len(set(families)) >= FAMILY_LEVEL_MIN
     out = []
     rng = np.random.default_rng(seed)
+    family_rng = np.random.default_rng([seed, 1])  # its own stream: sizing families leaves the other checks' draws as they were
     base_protocol = study.checkpoint_protocol("baseline").protocol_hash()
 
     def index_of(idx: list[int]) -> np.ndarray:
@@ -286,7 +287,7 @@ def plan_claims(design: StudyDesign, inputs: list[Anticipated], target: float, n
 
             _, pe, po, w = _arrays(design, cond_inputs)
             fam = None if len(set(families)) < 2 else size_families(
-                cond_inputs, families, list(w), m, m0, level, target, study.zero_rule, n_sims, rng)
+                cond_inputs, families, list(w), m, m0, level, target, study.zero_rule, n_sims, family_rng)
             out.append(_claim_plan(spec.id, "residual", condition, float(np.log(pe @ w / (po @ w))), False,
                                    check(width_of, simulate), margin=study.claims.equivalence_margin,
                                    target=target, level=level, m=m).model_copy(update={"families": fam}))
