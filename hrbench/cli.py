@@ -140,8 +140,10 @@ def claim_sentences(summary: dict) -> list[str]:
         return []
     rule = {"holm": "family-wise error (Holm)", "maxt": "family-wise error (max-|t| simultaneous band)",
             "by": "false discovery rate (Benjamini–Yekutieli)"}
+    # one level for every claim, but with the max-|t| band a claim with no t interval keeps Bonferroni's
+    levels = sorted({f"{100 * c['adj_level']:.4g}%" for c in claims if c.get("adj_level") is not None})
     lines = [f"Confirmatory claims ({summary['n_claims']}; {rule[summary['error_rate']]} at α = {summary['alpha']:g}; "
-             f"adjusted intervals at {100 * claims[0]['adj_level']:.4g}%; equivalence margin "
+             f"adjusted intervals at {' / '.join(levels) or '—'}; equivalence margin "
              f"{'none: nothing is called equivalent' if summary['equivalence_margin'] is None else summary['equivalence_margin']}):"]
     for c in claims:
         what = f"Γ under {c['condition']}" if c["kind"] == "residual" else f"ΔΓ({c['condition']})"

@@ -156,3 +156,15 @@ def test_the_claims_table_bands_every_agents_stored_claims_and_keeps_a_tasks_fix
     # (50,000 draws: the per-claim tail 0.025 to ±0.0005; 4 of them)
     assert claims["adj_level"].iloc[0] == pytest.approx(0.95**0.5, abs=2e-3) and claims["adj_level"].iloc[1] == 0.975
     assert "claim_terms" not in claims and "claim_df" not in claims
+
+
+def test_the_terminal_names_the_band_and_each_level_it_prints():
+    from hrbench.cli import claim_sentences
+
+    claim = {"agent": "a", "kind": "residual", "condition": "baseline", "name": "all", "estimate": 0.5,
+             "adj_ci_low": 0.1, "adj_ci_high": 0.9, "ci_low": 0.2, "ci_high": 0.8, "claim_estimand": "tasks: sampled",
+             "verdict": "different", "truth": None, "adj_level": 0.9871}
+    summary = {"claims": [claim, claim | {"adj_level": 0.99, "claim_estimand": "tasks: fixed"}], "n_claims": 2,
+               "error_rate": "maxt", "alpha": 0.05, "equivalence_margin": None}
+    head = claim_sentences(summary)[0]
+    assert "max-|t| simultaneous band" in head and "98.71% / 99%" in head
