@@ -138,9 +138,12 @@ def claim_sentences(summary: dict) -> list[str]:
     claims = summary.get("claims") or []
     if not claims:
         return []
-    rule = {"holm": "family-wise error (Holm)", "by": "false discovery rate (Benjamini–Yekutieli)"}
+    rule = {"holm": "family-wise error (Holm)", "maxt": "family-wise error (max-|t| simultaneous band)",
+            "by": "false discovery rate (Benjamini–Yekutieli)"}
+    # one level for every claim, but with the max-|t| band a claim with no t interval keeps Bonferroni's
+    levels = sorted({f"{100 * c['adj_level']:.4g}%" for c in claims if c.get("adj_level") is not None})
     lines = [f"Confirmatory claims ({summary['n_claims']}; {rule[summary['error_rate']]} at α = {summary['alpha']:g}; "
-             f"adjusted intervals at {100 * claims[0]['adj_level']:.4g}%; equivalence margin "
+             f"adjusted intervals at {' / '.join(levels) or '—'}; equivalence margin "
              f"{'none: nothing is called equivalent' if summary['equivalence_margin'] is None else summary['equivalence_margin']}):"]
     for c in claims:
         what = f"Γ under {c['condition']}" if c["kind"] == "residual" else f"ΔΓ({c['condition']})"
@@ -312,6 +315,35 @@ def _print_claim_plan(run, claims: list, target: float, n_sims: int) -> None:
                       f"{FAMILY_LEVEL_MIN} families); m_i: trials per stage that reach it with the declared tasks "
                       "('unreachable': the tasks' spread alone is wider).",
                       markup=False, soft_wrap=True)
+    _print_family_plan(run, [c for c in claims if c.families is not None], target)
+
+
+def _print_family_plan(run, claims: list, target: float) -> None:
+    """The families each Γ claim needs for the target when families are resampled (hrbench.plan.size_families)."""
+    from hrbench.plan import MAX_TASKS_FACTOR
+    from hrbench.stats.cluster import FAMILY_LEVEL_MIN
+
+    if not claims:
+        return
+    declared = len({t.family for t in run.tasks})
+    table = Table(title=f"Families for ±{target:g} · families resampled (from {FAMILY_LEVEL_MIN} families) · "
+                        f"{declared} declared")
+    for column in ("agent", "claim", "families", "tasks", "±predicted", "±simulated", "sim/pred"):
+        table.add_column(column, justify="left" if column in ("agent", "claim") else "right")
+    for c in claims:
+        f = c.families
+        if f.families_needed is None:
+            table.add_row(c.agent, f"Γ({c.condition})", f"> {MAX_TASKS_FACTOR * declared}", "—", "—", "—", "—")
+            continue
+        table.add_row(c.agent, f"Γ({c.condition})", str(f.families_needed), str(f.tasks),
+                      f"{f.half_width_predicted:.3f}", _fmt(f.half_width_simulated),
+                      "—" if f.ratio is None else f"{f.ratio:.2f}")
+    Console(width=max(console.width, 160)).print(table)
+    n_sims = claims[0].families.n_sims
+    console.print(f"families: the fewest families (the declared ones in turn, each with its declared tasks) whose "
+                  f"families-resampled half-width of the `all` row (t on F − 1 df of the family totals) reaches "
+                  f"±{target:g} at the declared trials, predicted from the declared families' spread and the trial "
+                  f"variances, and simulated over {n_sims} studies of that design.", markup=False, soft_wrap=True)
 
 
 def _load_tasks(paths: list[Path] | None, registry: Path | None) -> tuple[list, list[tuple[Path, str]]]:

@@ -26,10 +26,14 @@ from hrbench.stats.planning import (
     min_detectable_gamma,
     natural_conditionals,
     plan_trials,
+    predicted_families_half_width,
     predicted_half_width,
     simulate_half_width,
+    sized_families,
     trial_variance_terms,
 )
+from hrbench.stats.cluster import FAMILY_LEVEL_MIN
+from hrbench.stats.data import ZeroRule
 from hrbench.analysis import task_p_expected
 from hrbench.catalogue import OBSERVED_SUCCESS, STAGE_ESTIMATES
 from hrbench.design import StudyDesign
@@ -117,6 +121,18 @@ def plan_study(design: StudyDesign, half_width: float, inputs: list[Anticipated]
     return rows
 
 
+class FamilySizing(BaseModel):
+    """The number of families whose families-resampled headline (docs/statistics.md §7.6) reaches a target
+    half-width at the declared trials and tasks per family, predicted and checked by simulation."""
+
+    families_needed: int | None  # None: more than MAX_TASKS_FACTOR × the declared families
+    tasks: int | None  # the tasks of that design
+    half_width_predicted: float | None
+    half_width_simulated: float | None  # mean over simulated studies of that design
+    ratio: float | None  # simulated / predicted
+    n_sims: int
+
+
 class ClaimPlan(BaseModel):
     """One confirmatory claim's interval at the declared design: predicted, simulated, and its power.
 
@@ -140,6 +156,9 @@ class ClaimPlan(BaseModel):
     half_width_sized_simulated: float | None  # … and the mean over simulated studies of that size
     sized_ratio: float | None  # simulated / predicted at tasks_needed
     m_needed: int | None  # m_i for the target at these tasks (None: the tasks' spread alone is wider)
+    # residual claims: the families (each like the declared ones, with their tasks) the target needs when families
+    # are resampled (≥ FAMILY_LEVEL_MIN of them), predicted and simulated; None for contrasts (no family level)
+    families: FamilySizing | None = None
 
 
 def _condition_inputs(design: StudyDesign, agent: str, condition: str) -> list[Anticipated] | None:
@@ -195,12 +214,16 @@ def _tasks_for(families: list[str], width_of: Callable[[list[int]], HeadlineWidt
 
 
 def _claim_interval(row, level: float, claim: float) -> tuple[float | None, float | None, float | None]:
-    """(half-width at the study's level, adjusted low, adjusted high) of a simulated `all` row (cluster-t)."""
-    if row.ci_low is None or row.ci_high is None or row.df is None:
+    """(half-width at the study's level, adjusted low, adjusted high) of a simulated `all` row: the interval its
+    claim reads (hrbench.claims.claim_interval): families resampled where the row has it, else the cluster-t."""
+    low, high, df = row.ci_low, row.ci_high, row.df
+    if getattr(row, "families_ci_low", None) is not None:
+        low, high, df = row.families_ci_low, row.families_ci_high, row.families_df
+    if low is None or high is None or df is None:
         return None, None, None
     point = row.gamma if hasattr(row, "gamma") else row.delta
-    _, lo, hi = t_interval_rescaled(point, row.ci_low, row.ci_high, row.df, level, claim)
-    return (row.ci_high - row.ci_low) / 2, lo, hi
+    _, lo, hi = t_interval_rescaled(point, low, high, df, level, claim)
+    return (high - low) / 2, lo, hi
 
 
 def plan_claims(design: StudyDesign, inputs: list[Anticipated], target: float, n_sims: int = 200,
@@ -209,8 +232,9 @@ def plan_claims(design: StudyDesign, inputs: list[Anticipated], target: float, n
     contrast) at the declared trials and tasks: the cluster-t half-width predicted from the tasks' spread and
     trial variances, checked by ``n_sims`` simulated studies, with the power to reach `different` and
     `equivalent`; and what the target half-width would need: the number of tasks (same family mix, tasks
-    sampled; predicted, and checked by ``n_sims`` simulated studies of that size) or the trials per stage.
-    Conditions other than baseline and contrasts need sim truth (other agents: baseline only, from
+    sampled; predicted, and checked by ``n_sims`` simulated studies of that size) or the trials per stage; and,
+    for each Γ claim with ≥ 2 declared families, the number of families the target needs when families are
+    resampled (`size_families`: predicted and simulated). Conditions other than baseline and contrasts need sim truth (other agents: baseline only, from
     ``inputs``). Empty when no family has 2 tasks."""
     study = design.study
     level, m, m0 = study.bootstrap.level, study.trials.checkpoint, study.trials.natural
@@ -219,8 +243,10 @@ def plan_claims(design: StudyDesign, inputs: list[Anticipated], target: float, n
     if max(families.count(f) for f in set(families)) < 2:
         return []  # no family of ≥ 2 tasks: no tasks-sampled interval to plan (the rows say too-few-tasks)
     declared = list(range(len(families)))
+    many_families = len(set(families)) >= FAMILY_LEVEL_MIN
     out = []
     rng = np.random.default_rng(seed)
+    family_rng = np.random.default_rng([seed, 1])  # its own stream: sizing families leaves the other checks' draws as they were
     base_protocol = study.checkpoint_protocol("baseline").protocol_hash()
 
     def index_of(idx: list[int]) -> np.ndarray:
@@ -249,8 +275,10 @@ def plan_claims(design: StudyDesign, inputs: list[Anticipated], target: float, n
 
             def width_of(idx: list[int], tasks=cond_inputs) -> HeadlineWidth:
                 q, pe, po, w = _arrays(design, [tasks[i] for i in idx])
-                return predicted_half_width(linearized_truth(pe, po, w), trial_variance_terms(q, pe, po, w, m, m0),
-                                            index_of(idx), level)
+                # the interval the claim reads: families resampled from FAMILY_LEVEL_MIN declared families on
+                predict = predicted_families_half_width if many_families else predicted_half_width
+                return predict(linearized_truth(pe, po, w), trial_variance_terms(q, pe, po, w, m, m0), index_of(idx),
+                               level)
 
             def simulate(idx: list[int], tasks=cond_inputs) -> tuple:
                 row = residual_table(_simulate(design, [tasks[i] for i in idx], rng), study.zero_rule, level=level,
@@ -258,9 +286,11 @@ def plan_claims(design: StudyDesign, inputs: list[Anticipated], target: float, n
                 return _claim_interval(row, level, claim)
 
             _, pe, po, w = _arrays(design, cond_inputs)
+            fam = None if len(set(families)) < 2 else size_families(
+                cond_inputs, families, list(w), m, m0, level, target, study.zero_rule, n_sims, family_rng)
             out.append(_claim_plan(spec.id, "residual", condition, float(np.log(pe @ w / (po @ w))), False,
                                    check(width_of, simulate), margin=study.claims.equivalence_margin,
-                                   target=target, level=level, m=m))
+                                   target=target, level=level, m=m).model_copy(update={"families": fam}))
         for condition in study.claimed_contrasts:
             if condition not in by_condition:
                 continue
@@ -289,6 +319,49 @@ def plan_claims(design: StudyDesign, inputs: list[Anticipated], target: float, n
             out.append(_claim_plan(spec.id, "contrast", condition, truth, shared, check(width_of, simulate),
                                    margin=study.claims.equivalence_margin, target=target, level=level, m=m))
     return out
+
+
+def size_families(inputs: list[Anticipated], families: list[str], weights: list[float], m: int, m0: int,
+                  level: float, target: float, zero_rule: ZeroRule, n_sims: int,
+                  rng: np.random.Generator) -> FamilySizing:
+    """The fewest families (from FAMILY_LEVEL_MIN, or the declared number if more; the declared families in turn,
+    each with its declared tasks: `sized_families`) whose predicted families-resampled half-width of the `all`
+    row is within ``target`` at m_i = ``m``, m_0 = ``m0``; then ``n_sims`` simulated studies of that design, whose
+    `all` row's families interval gives the simulated half-width. ``inputs`` (anticipated q_i, P_obs per task),
+    ``families`` and ``weights`` are the declared tasks'. Raises where fewer than 2 families are declared."""
+    declared = len(set(families))
+    if declared < 2:
+        raise ValueError("sizing the families needs at least 2 declared families (their spread)")
+    q = [np.asarray(a.q, np.float64) for a in inputs]
+    pe, po = np.array([float(np.prod(x)) for x in q]), np.array([a.p_obs for a in inputs])
+    w = np.asarray(weights, np.float64)
+
+    def width(n: int) -> tuple[list[int], list[str], float]:
+        idx, labels = sized_families(families, n)
+        names = sorted(set(labels))
+        x = linearized_truth(pe[idx], po[idx], w[idx])
+        tau = trial_variance_terms([q[i] for i in idx], pe[idx], po[idx], w[idx], m, m0)
+        return idx, labels, predicted_families_half_width(x, tau, np.array([names.index(v) for v in labels]),
+                                                          level).expected_half_width
+
+    for n in range(max(FAMILY_LEVEL_MIN, declared), MAX_TASKS_FACTOR * declared + 1):
+        idx, labels, predicted = width(n)
+        if predicted <= target:
+            break
+    else:
+        return FamilySizing(families_needed=None, tasks=None, half_width_predicted=None, half_width_simulated=None,
+                            ratio=None, n_sims=n_sims)
+    halves = []
+    for _ in range(n_sims):
+        tasks = [simulate_task(f"{inputs[i].task}#{j}", labels[j], q[i], natural_conditionals(q[i], po[i]), m, m0,
+                               rng, weight=float(w[i])) for j, i in enumerate(idx)]
+        row = residual_table(tasks, zero_rule, level=level, scopes=("all",))[0]
+        if row.families_ci_low is not None and row.families_ci_high is not None:
+            halves.append((row.families_ci_high - row.families_ci_low) / 2)
+    simulated = float(np.mean(halves)) if halves else None
+    return FamilySizing(families_needed=n, tasks=len(idx), half_width_predicted=predicted,
+                        half_width_simulated=simulated, ratio=None if simulated is None else simulated / predicted,
+                        n_sims=n_sims)
 
 
 def _claim_plan(agent: str, kind: str, condition: str, truth: float, shared: bool, checked: dict,

@@ -290,7 +290,8 @@ class Claims(Frozen):
                             description="residual rows claimed per agent and condition: 'all' or family names")
     contrasts: list[str] | None = Field(
         None, description="conditions whose overall ΔΓ(I) is claimed; null = every condition but baseline")
-    error_rate: ErrorRate = Field("holm", description="holm: family-wise; by: false discovery rate (Benjamini–Yekutieli)")
+    error_rate: ErrorRate = Field("holm", description="holm: family-wise (Holm); maxt: family-wise by a max-|t| "
+                                  "simultaneous band; by: false discovery rate (Benjamini–Yekutieli)")
     alpha: float | None = Field(None, gt=0, lt=0.5, description="family-wise or FDR level; null = 1 − bootstrap.level")
     equivalence_margin: float | None = Field(
         None, gt=0, description="|Γ| (nats) below which an effect counts as none (TOST); null = never 'equivalent'")

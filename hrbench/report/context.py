@@ -42,7 +42,8 @@ RESIDUAL_COLUMNS = ["agent", "condition", "scope", "name", "n_tasks", "n_exclude
                     "gamma", "rule_note", "ci_low", "ci_high", "trial_ci_low", "trial_ci_high", "se_delta", "ci_method",
                     "estimand", "zero_rule", "zero_rule_applied", "bound", "bound_value", "quadrant", "true_gamma"]
 _HIDDEN = {"prereg_sha256", "hrbench_version", "stage_terms", "stage_term_ci", "family", "level", "n_boot",
-           "code_version", "study", "study_version"}
+           "code_version", "study", "study_version",
+           "claim_df", "claim_terms"}  # the max-|t| band's inputs (hrbench.claims): per-task terms, not for reading
 
 
 def _empty() -> pd.DataFrame:

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
-from scipy import stats
+from scipy import special, stats
 
 from hrbench.stats.data import ZeroRule
 from hrbench.stats.estimate import log_proportions
@@ -233,3 +233,39 @@ def predicted_half_width(x: np.ndarray, tau: np.ndarray, family_index: np.ndarra
         expected = float(np.mean(stats.t.ppf(0.5 + level / 2, nu) * np.sqrt(v)))
     return HeadlineWidth(half_width=t * math.sqrt(total), expected_half_width=expected, df=df, between=between,
                          trial=trial)
+
+
+def predicted_families_half_width(x: np.ndarray, tau: np.ndarray, family_index: np.ndarray,
+                                  level: float) -> HeadlineWidth:
+    """The families-resampled half-width (hrbench.stats.cluster.families_sampled_interval) expected at these
+    true linearized terms and trial variances: the F family totals X_f = Σ_{t∈f} x_t are the sampled units, so
+    the interval's variance v̂ = F/(F−1) Σ_f (X̂_f − X̂̄)² has expectation V = F·s²_X + Σ τ_t (s²_X: the totals'
+    sample variance, ddof 1 — the families' spread, which does not shrink with trials or tasks; Σ τ: the trial
+    part) on F − 1 df. A study prints t_{F−1}·√v̂ with v̂ ≈ V·χ²_{F−1}/(F−1), whose mean is t_{F−1}·√V·c₄ with
+    c₄ = √(2/k)·Γ((k+1)/2)/Γ(k/2), k = F − 1 (``expected_half_width``; the floor at a share of the trial
+    variance binds only in the far lower tail and is left out)."""
+    fams = np.unique(family_index)
+    F = int(fams.size)
+    if F < 2:
+        raise ValueError("a families-resampled interval needs at least 2 families")
+    totals = np.array([float(x[family_index == f].sum()) for f in fams])
+    between, trial = F * float(np.var(totals, ddof=1)), float(tau.sum())
+    df = float(F - 1)
+    half = float(stats.t.ppf(0.5 + level / 2, df)) * math.sqrt(between + trial)
+    c4 = math.sqrt(2 / df) * math.exp(float(special.gammaln((df + 1) / 2) - special.gammaln(df / 2)))
+    return HeadlineWidth(half_width=half, expected_half_width=half * c4, df=df, between=between, trial=trial)
+
+
+def sized_families(families: Sequence[str], n_families: int) -> tuple[list[int], list[str]]:
+    """Indices of the declared tasks (their ``families``) for a design of ``n_families`` families: the declared
+    families in turn (first-seen order), each with all its declared tasks, a repeat labelled ``family#j`` as
+    another family of the same kind. Families resampled: the declared families stand for their population,
+    so more families are more draws like them (the declared mix once ``n_families`` is a multiple of theirs)."""
+    order = list(dict.fromkeys(families))
+    members = {f: [i for i, g in enumerate(families) if g == f] for f in order}
+    idx, labels = [], []
+    for j in range(n_families):
+        f = order[j % len(order)]
+        idx += members[f]
+        labels += [f if j < len(order) else f"{f}#{j // len(order)}"] * len(members[f])
+    return idx, labels
