@@ -267,7 +267,8 @@ OBSERVED_SUCCESS = Schema(row_key=("agent", "condition", "task", "stage"), colum
     true_p_observed float?
 """))
 
-# The claim columns (confirmatory .. adj_ci_high) are filled on the study's pre-registered claims only.
+# The claim columns (hrbench.claims.CLAIM_COLUMNS) are filled on the study's pre-registered claims only;
+# `claim_df` and `claim_terms` (JSON) on the t intervals the max-|t| band rescales.
 CLAIM_COLUMNS = """
     confirmatory boolean
     claim_estimand string?
@@ -275,6 +276,8 @@ CLAIM_COLUMNS = """
     adj_level float?
     adj_ci_low float?
     adj_ci_high float?
+    claim_df float?
+    claim_terms string?
 """
 
 # A task without an estimate (a cell whose trials are all missing) has no interval: its methods are empty.

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hrbench.catalogue import CHECKPOINT_TRIALS, EXPECTED_SUCCESS, NATURAL_TRIALS, PREFIX_ROLLOUTS
+from hrbench.catalogue import (CHECKPOINT_TRIALS, EXPECTED_SUCCESS, HORIZON_RESIDUALS, INTERVENTION_CONTRASTS,
+                               NATURAL_TRIALS, PREFIX_ROLLOUTS)
+from hrbench.claims import CLAIM_COLUMNS
 from hrbench.harness.records import TrialRecord, records_table
 
 TRIALS = CHECKPOINT_TRIALS.table_schema
@@ -36,3 +38,11 @@ def test_a_wrong_kind_an_empty_required_value_and_an_unknown_column_are_each_nam
     assert EXPECTED_SUCCESS.table_schema.problems(frame) == [
         "unexpected column 'extra'", "column 'agent' is required but empty in 1 of 2 rows",
         "column 'n_stages' should hold integer values, not str"]
+
+
+def test_the_residual_and_contrast_schemas_hold_every_claim_column_as_optional():
+    for table in (HORIZON_RESIDUALS, INTERVENTION_CONTRASTS):
+        columns = {c.name: c for c in table.table_schema.columns}
+        assert set(CLAIM_COLUMNS) <= set(columns), table.name
+        # exploratory rows leave them all empty but `confirmatory`
+        assert [n for n in CLAIM_COLUMNS if columns[n].required] == ["confirmatory"], table.name
