@@ -9,6 +9,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from hrbench.claims import adjusted_claims, claim_record, contrast_claim_values, residual_claim_values
@@ -68,7 +69,7 @@ def _study(error_rate: str) -> Study:
                                  "claims": {"error_rate": error_rate}})
 
 
-def _claims(study: Study, rng: np.random.Generator, per_family: int = 8, m: int = 20) -> "pd.DataFrame":
+def _claims(study: Study, rng: np.random.Generator, per_family: int = 8, m: int = 20) -> pd.DataFrame:
     types = {f: rng.integers(0, 4, per_family) for f in _Q}
     sides = {}
     for c in _SCALE:
