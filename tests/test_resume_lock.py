@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -168,14 +169,21 @@ def test_trials_that_ended_in_harness_error_are_retried_by_the_next_run(tmp_path
 @pytest.mark.slow
 def test_trials_whose_verifier_was_killed_are_retried_by_the_next_run(tmp_path: Path):
     """The bug of issue 21: a second `hrbench run` exited 0 without retrying `verifier_error` trials."""
+    # tiny-chain's verifiers last a few ms, less than the injector's scan of /proc on a loaded machine: a copy
+    # whose verifiers sleep first, so that one is seen running
+    registry = tmp_path / "registry"
+    shutil.copytree(FIXTURES / "registry", registry)
+    for script in registry.glob("*/steps/*/tests/test.sh"):
+        shebang, rest = script.read_text().split("\n", 1)
+        script.write_text(f"{shebang}\nsleep 0.5\n{rest}")
     study = tmp_path / "study.yaml"
-    study.write_text(f"name: verifier-resume\ntasks: {{registry: {FIXTURES / 'registry'}}}\n"
+    study.write_text(f"name: verifier-resume\ntasks: {{registry: {registry}}}\n"
                      "agents: [{id: steady, kind: sim, sim: {skill: 0.9}}]\n"
                      "trials: {checkpoint: 2, natural: 2}\nbootstrap: {n_boot: 200, seed: 1}\nconcurrency: 2\n"
                      "retries: {max_attempts: 1, max_missing_share: 0}\n")  # no in-run retry, no tolerance
     out = tmp_path / "out"
     first = _hrbench("run", str(study), "--out", str(out))
-    injector = FaultInjector(first, out, limit=3, pause=(0.0, 0.005), chance=1.0)  # tiny-chain's verifiers are quick
+    injector = FaultInjector(first, out, limit=3, pause=(0.0, 0.005), chance=1.0)
     injector.start()
     _, first_err = first.communicate(timeout=300)
     injector.join(timeout=10)
