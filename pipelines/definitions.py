@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import dagster as dg
@@ -26,11 +27,11 @@ from pipelines.defs.study.executor import ExecutorSettings
 from pipelines.settings import apply_deployment_settings
 
 
-def study_and_out() -> tuple[str, str]:
+def study_and_out(environment: Mapping[str, str] = os.environ) -> tuple[str, str]:
     """The study file and output directory this code location serves, from the environment."""
-    out = os.environ.get("HRBENCH_OUT", "out")
+    out = environment.get("HRBENCH_OUT", "out")
     recorded = recorded_study_source(Path(out))
-    study = os.environ.get("HRBENCH_STUDY") or (recorded.study_file if recorded else str(DEMO_STUDY))
+    study = environment.get("HRBENCH_STUDY") or (recorded.study_file if recorded else str(DEMO_STUDY))
     return study, out
 
 

@@ -238,6 +238,24 @@ def suite_store(request):
     yield "s3"
 
 
+@pytest.fixture(scope="module")
+def postgres_url():
+    """A PostgreSQL server of the module's own (scripts/postgres.sh, a private data directory): its URL."""
+    import subprocess
+
+    from tests.storage.moto import free_port
+
+    data = Path(tempfile.mkdtemp(prefix="hrbench-pg-"))
+    data.chmod(0o755)  # the server runs as the postgres user
+    script = Path(__file__).resolve().parents[1] / "scripts" / "postgres.sh"
+    started = subprocess.run([str(script), "start", str(data / "db"), str(free_port())], capture_output=True,
+                             text=True, timeout=300)
+    assert started.returncode == 0, started.stderr
+    yield started.stdout.strip()
+    subprocess.run([str(script), "stop", str(data / "db")], capture_output=True, timeout=120)
+    shutil.rmtree(data, ignore_errors=True)
+
+
 def stored_keys(out: Path, folder: str) -> list[str]:
     """Keys under `folder` in an output directory's store (local or S3, as the suite runs)."""
     from hrbench.storage import store_for

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dagster import DagsterInstance, build_sensor_context
+from dagster import DagsterInstance, DagsterRunStatus, build_sensor_context, instance_for_test
 from dagster._core.storage.tags import PARENT_RUN_ID_TAG, ROOT_RUN_ID_TAG, WILL_RETRY_TAG
 
 from pipelines.builder import build_definitions
@@ -94,27 +94,36 @@ def test_a_changed_agent_is_refused_not_rerun(tmp_path: Path):
 
 def test_a_step_under_way_or_awaiting_dagsters_retry_is_not_requested_again(tmp_path: Path):
     """One run of a step at a time: the sensor requests none beside a setup launched from the UI (or the refresh
-    schedule), nor beside a failed run that Dagster's run retries will launch again (its worker died)."""
+    schedule), nor beside a failed run that Dagster's run retries will launch again (its worker died), nor in the
+    moment between Dagster storing that failure and tagging the run `dagster/will_retry`."""
     study = write_study(tmp_path, ["steady"])
     defs = build_definitions(study, tmp_path / "out")
-    instance = DagsterInstance.ephemeral()
     sensor = _sensor(defs)
     setup = defs.resolve_job_def(DEPLOY.name("study_setup_job"))
-    assert [r.job_name for r in sensor(build_sensor_context(instance=instance)).run_requests] == [setup.name]
+    with instance_for_test(overrides={"run_retries": {"enabled": True, "max_retries": 2}}) as instance:
+        assert [r.job_name for r in sensor(build_sensor_context(instance=instance)).run_requests] == [setup.name]
 
-    # launched from the UI: the job's own tags, none of the sensor's
-    ui_run = instance.create_run_for_job(job_def=setup, tags=setup.tags)
-    assert not sensor(build_sensor_context(instance=instance)).run_requests
+        # launched from the UI: the job's own tags, none of the sensor's
+        ui_run = instance.create_run_for_job(job_def=setup, tags=setup.tags)
+        assert not sensor(build_sensor_context(instance=instance)).run_requests
 
-    # its worker was killed; run monitoring failed it and Dagster will retry it (deploy/dagster.yaml run_retries)
-    instance.report_run_failed(ui_run, message="run worker pid 1 is gone")
-    instance.add_run_tags(ui_run.run_id, {WILL_RETRY_TAG: "true"})
-    assert not sensor(build_sensor_context(instance=instance)).run_requests
-    retry = instance.create_run_for_job(job_def=setup, tags={**setup.tags, PARENT_RUN_ID_TAG: ui_run.run_id,
-                                                             ROOT_RUN_ID_TAG: ui_run.run_id})
-    assert not sensor(build_sensor_context(instance=instance)).run_requests
+        # a failed run not tagged yet (Dagster stores the failure, then decides on a retry): Dagster's to decide
+        untagged = instance.create_run_for_job(job_def=setup, tags=setup.tags, status=DagsterRunStatus.FAILURE)
+        instance.delete_run(ui_run.run_id)
+        assert WILL_RETRY_TAG not in instance.get_run_by_id(untagged.run_id).tags
+        assert not sensor(build_sensor_context(instance=instance)).run_requests
+        instance.delete_run(untagged.run_id)
 
-    # Dagster's retries are used up: the sensor requests the step again
-    instance.report_run_failed(retry, message="run worker pid 2 is gone")
-    instance.add_run_tags(retry.run_id, {WILL_RETRY_TAG: "false"})
-    assert [r.job_name for r in sensor(build_sensor_context(instance=instance)).run_requests] == [setup.name]
+        # its worker was killed; run monitoring failed it and Dagster will retry it (deploy/dagster.yaml run_retries)
+        ui_run = instance.create_run_for_job(job_def=setup, tags=setup.tags)
+        instance.report_run_failed(ui_run, message="run worker pid 1 is gone")
+        assert instance.get_run_by_id(ui_run.run_id).tags[WILL_RETRY_TAG] == "true"
+        assert not sensor(build_sensor_context(instance=instance)).run_requests
+        retry = instance.create_run_for_job(job_def=setup, tags={**setup.tags, PARENT_RUN_ID_TAG: ui_run.run_id,
+                                                                 ROOT_RUN_ID_TAG: ui_run.run_id})
+        assert not sensor(build_sensor_context(instance=instance)).run_requests
+
+        # Dagster's retries are used up: the sensor requests the step again
+        instance.report_run_failed(retry, message="run worker pid 2 is gone")
+        instance.add_run_tags(retry.run_id, {WILL_RETRY_TAG: "false"})
+        assert [r.job_name for r in sensor(build_sensor_context(instance=instance)).run_requests] == [setup.name]

@@ -4,6 +4,7 @@ environment is refused, and `hrbench run` keeps its own study and output directo
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,23 @@ def test_only_hrbench_settings_belong_in_the_file(tmp_path: Path):
         read_settings(path)
     path.write_text("HRBENCH_AUTOMATION: true\nHRBENCH_SENSOR_INTERVAL: 30\n")
     assert read_settings(path) == {"HRBENCH_AUTOMATION": "true", "HRBENCH_SENSOR_INTERVAL": "30"}
+
+
+def test_the_docker_run_launcher_mounts_what_the_file_names(home: Path, monkeypatch):
+    """A run container sees the study, its task registry, OUT and DAGSTER_HOME of hrbench.yaml, the code and the
+    engine's socket at their own paths (deploy/dagster-docker.yaml names none); the launching process's
+    environment is left as it was."""
+    from pipelines.defs.study.executor import REPO_ROOT
+    from pipelines.docker_launcher import deployment_container_context, engine_socket
+
+    monkeypatch.setenv("DOCKER_HOST", "unix:///run/podman/podman.sock")
+    context = deployment_container_context(["/data:/data:ro"])
+    volumes = context.container_kwargs["volumes"]
+    mounts = {v.split(":")[0]: v.split(":")[2] for v in volumes}
+    assert mounts["/data"] == "ro" and mounts["/run/podman/podman.sock"] == "rw"
+    assert mounts[str(home / "out")] == mounts[str(home)] == "rw"
+    registry = TINY_STUDY.parents[1] / "registry"  # the tiny study's tasks (tests/fixtures/registry)
+    assert mounts[str(TINY_STUDY.parent)] == mounts[str(registry)] == mounts[str(REPO_ROOT)] == "ro"
+    assert "DOCKER_HOST" in context.env_vars and f"PYTHONPATH={REPO_ROOT}" in context.env_vars
+    assert not any(key in os.environ for key in KEYS)
+    assert engine_socket(None) == "/var/run/docker.sock" and engine_socket("tcp://10.0.0.1:2375") is None

@@ -46,21 +46,29 @@ def _count(context: SensorEvaluationContext, job: str, tags: dict[str, str], sta
     return context.instance.get_runs_count(RunsFilter(job_name=job, tags=tags, statuses=statuses))
 
 
+def _dagster_retries(context: SensorEvaluationContext, run) -> bool:
+    """The failed `run` is one Dagster's run retries will launch again (deploy/dagster.yaml: a worker that died).
+    With run retries on, Dagster stores the failure first and tags the run `dagster/will_retry` a moment later:
+    a run without the tag yet is still Dagster's to decide, not a failure for the sensor to retry beside it."""
+    will_retry = run.tags.get(WILL_RETRY_TAG)
+    return will_retry == "true" or (will_retry is None and context.instance.run_retries_enabled)
+
+
 def _in_flight(context: SensorEvaluationContext, job: str, tags: dict[str, str]) -> bool:
     """A run of the job with these tags is queued or running, or failed and Dagster's run retries will launch it
-    again (deploy/dagster.yaml: a worker that died; its retry not created yet). The sensor retrying such a run
-    too would start a second run of the step beside Dagster's retry."""
+    again (its retry not created yet). The sensor retrying such a run too would start a second run of the step
+    beside Dagster's retry."""
     if _count(context, job, tags, IN_FLIGHT):
         return True
-    retried = context.instance.get_runs(RunsFilter(job_name=job, tags={**tags, WILL_RETRY_TAG: "true"},
-                                                   statuses=[DagsterRunStatus.FAILURE]))
-    return any(not context.instance.get_runs_count(RunsFilter(tags={PARENT_RUN_ID_TAG: r.run_id})) for r in retried)
+    failed = context.instance.get_runs(RunsFilter(job_name=job, tags=tags, statuses=[DagsterRunStatus.FAILURE]))
+    return any(_dagster_retries(context, r) and not context.instance.get_runs_count(
+        RunsFilter(tags={PARENT_RUN_ID_TAG: r.run_id})) for r in failed)
 
 
 def _failures(context: SensorEvaluationContext, job: str, tags: dict[str, str]) -> int:
     """Failed runs of the job with these tags that Dagster will not retry (its retries of one run count once)."""
     failed = context.instance.get_runs(RunsFilter(job_name=job, tags=tags, statuses=[DagsterRunStatus.FAILURE]))
-    return sum(r.tags.get(WILL_RETRY_TAG) != "true" for r in failed)
+    return sum(not _dagster_retries(context, r) for r in failed)
 
 
 def _request(context: SensorEvaluationContext, job: str, tags: dict[str, str], key: str,

@@ -77,6 +77,19 @@ def step_executor(job: str, settings: ExecutorSettings, study_file: Path, regist
 
 def docker_executor_config(settings: ExecutorSettings, study_file: Path, registry: Path, out: Path) -> dict:
     """docker_executor's config: the image, the network, the environment and the same-path volumes of a step."""
+    return {
+        "image": settings.image,
+        "network": settings.network,
+        "env_vars": same_path_environment(),
+        "container_kwargs": {"volumes": same_path_volumes(study_file, registry, out), "privileged": True,
+                             "labels": {STEP_LABEL: str(out.resolve())}, "working_dir": str(REPO_ROOT)},
+    }
+
+
+def same_path_volumes(study_file: Path, registry: Path, out: Path) -> dict[str, dict[str, str]]:
+    """This deployment at the same paths in a container (a step's, or a run's: pipelines/docker_launcher.py),
+    read-only where it only reads: the code and its git directory, the virtualenv and its Python, the study's and
+    the registry's directories; OUT and DAGSTER_HOME read-write; the host's cgroup tree."""
     # A virtualenv made from the image's own python3 (base prefix /usr) needs no Python mounted: /usr is the image's.
     base_python = [] if Path(sys.base_prefix) in (Path("/usr"), Path("/")) else [Path(sys.base_prefix)]
     read_only = [REPO_ROOT, *_git_dir(), Path(sys.prefix), *base_python, study_file.parent, registry]
@@ -87,16 +100,15 @@ def docker_executor_config(settings: ExecutorSettings, study_file: Path, registr
     # path /proc/self/cgroup names): the hierarchies must be mounted from their root, which the engine's
     # own cgroup mounts are not on cgroup v1, and podman's Docker API ignores `cgroupns`.
     volumes["/sys/fs/cgroup"] = {"bind": "/sys/fs/cgroup", "mode": "rw"}
-    return {
-        "image": settings.image,
-        "network": settings.network,
-        # names only: each value is read from the launching process when the step starts
-        "env_vars": [*[name for name in PASSED_ENV if os.environ.get(name) is not None], f"PYTHONPATH={REPO_ROOT}",
-                     # the step's command is `dagster api execute_step`: the virtualenv's dagster first
-                     f"PATH={Path(sys.prefix) / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
-        "container_kwargs": {"volumes": volumes, "privileged": True, "labels": {STEP_LABEL: str(out.resolve())},
-                             "working_dir": str(REPO_ROOT)},
-    }
+    return volumes
+
+
+def same_path_environment() -> list[str]:
+    """A container's environment (docker's `env_vars`): the study's, the store's and the instance's variables this
+    process sets (names only: each value is read from the launching process), the code on PYTHONPATH and the
+    virtualenv's `bin` first on PATH (a step's command is `dagster api execute_step`, a run's `execute_run`)."""
+    return [*[name for name in PASSED_ENV if os.environ.get(name) is not None], f"PYTHONPATH={REPO_ROOT}",
+            f"PATH={Path(sys.prefix) / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
 
 
 # The Kubernetes secrets every step pod gets as environment (deploy/k8s/values.yaml creates neither: the team does).
