@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
+
+
+def slow_verifier_registry(source: Path, dest: Path, seconds: float = 0.3) -> Path:
+    """A copy of the task registry `source` at `dest` whose verifiers sleep `seconds` first: the fixtures'
+    verifiers last a few ms, less than a scan of /proc on a loaded machine, so an injector could miss them all."""
+    shutil.copytree(source, dest)
+    for script in dest.glob("*/steps/*/tests/test.sh"):
+        shebang, rest = script.read_text().split("\n", 1)
+        script.write_text(f"{shebang}\nsleep {seconds}\n{rest}")
+    return dest
 
 
 def parent_of(pid: int) -> int:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from hrbench.tasks.loader import load_task
 from tests.agents.helpers import SOLVE, spec
 from tests.agents.scripted_server import ScriptedServer, reply
 from tests.conftest import FIXTURES, stored_keys, stored_table
-from tests.faults import FaultInjector
+from tests.faults import FaultInjector, slow_verifier_registry
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = {"1": "make", "2": "double", "3": "report"}
@@ -169,13 +168,7 @@ def test_trials_that_ended_in_harness_error_are_retried_by_the_next_run(tmp_path
 @pytest.mark.slow
 def test_trials_whose_verifier_was_killed_are_retried_by_the_next_run(tmp_path: Path):
     """The bug of issue 21: a second `hrbench run` exited 0 without retrying `verifier_error` trials."""
-    # tiny-chain's verifiers last a few ms, less than the injector's scan of /proc on a loaded machine: a copy
-    # whose verifiers sleep first, so that one is seen running
-    registry = tmp_path / "registry"
-    shutil.copytree(FIXTURES / "registry", registry)
-    for script in registry.glob("*/steps/*/tests/test.sh"):
-        shebang, rest = script.read_text().split("\n", 1)
-        script.write_text(f"{shebang}\nsleep 0.5\n{rest}")
+    registry = slow_verifier_registry(FIXTURES / "registry", tmp_path / "registry", seconds=0.5)
     study = tmp_path / "study.yaml"
     study.write_text(f"name: verifier-resume\ntasks: {{registry: {registry}}}\n"
                      "agents: [{id: steady, kind: sim, sim: {skill: 0.9}}]\n"

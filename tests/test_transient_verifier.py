@@ -20,7 +20,7 @@ from hrbench.report.html import render_report, report_header
 from hrbench.report.summary import write_summary
 from hrbench.study_run import StudyRun
 from tests.conftest import FIXTURES
-from tests.faults import FirstCallKiller
+from tests.faults import FirstCallKiller, slow_verifier_registry
 
 AGENT = "flaky"
 
@@ -41,7 +41,7 @@ def _checkpoint_rows(out: Path, registry: Path, extra: str = "") -> pd.DataFrame
 
 
 def test_a_verifier_killed_on_its_first_call_per_trial_is_retried_in_the_same_run(tmp_path: Path, monkeypatch):
-    registry = FIXTURES / "registry"
+    registry = slow_verifier_registry(FIXTURES / "registry", tmp_path / "registry")
     quiet = _checkpoint_rows(tmp_path / "quiet", registry)
     killer = FirstCallKiller()
     monkeypatch.setattr(runner, "run_checkpoint_trial", killer.wrap(runner.run_checkpoint_trial, lambda spec: spec.key))
@@ -124,8 +124,8 @@ def test_a_verifier_that_always_fails_leaves_its_tasks_cells_missing_and_the_oth
 
 
 def test_an_audit_whose_verifiers_were_killed_is_audited_again(tmp_path: Path, monkeypatch):
-    run = StudyRun.from_file(_study(tmp_path, FIXTURES / "registry", "retries: {backoff_sec: 0}\n"), tmp_path / "out",
-                             progress=False)
+    registry = slow_verifier_registry(FIXTURES / "registry", tmp_path / "registry")
+    run = StudyRun.from_file(_study(tmp_path, registry, "retries: {backoff_sec: 0}\n"), tmp_path / "out", progress=False)
     monkeypatch.setenv("HRBENCH_CACHE_DIR", "off")  # every audit runs (a passing one is cached by content)
     killer = FirstCallKiller(every=True)  # every verifier of the task's first audit dies: it cannot pass
     monkeypatch.setattr(runner, "cached_audit", killer.wrap(runner.cached_audit, lambda task, *_: task.name))
