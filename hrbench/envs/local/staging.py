@@ -5,8 +5,8 @@ trial of the stage, so they are copied once into a folder of the harness's and b
 sandbox that needs them, instead of being copied and removed around each sandbox (a copy per sandbox was
 most of the file work of a stage-trial, docs/performance.md). The folders are the harness's (root-owned,
 no group or other write bit, in the 0711 sandbox area): no sandbox uid can change them, and the sandboxes
-bind them read-only. A source changed on disk (any entry's path, type, mode, size, mtime or inode, or a
-link's target) is a new key and is staged again. The folders are removed when the process exits, and
+bind them read-only. A source changed on disk (any entry's path, type or mode, a file's bytes, a link's
+target) is a new key and is staged again. The folders are removed when the process exits, and
 by `confine.sweep_stale` when it died without doing so.
 """
 
@@ -29,19 +29,27 @@ MAX_STAGED = 512  # folders kept per process; past it, a folder is staged for on
 
 
 def fingerprint(*sources: Path, text: str = "") -> str:
-    """A key for what is under `sources` now (files, folders, links) and `text`, from their metadata."""
+    """A key for what is under `sources` now and `text`: every entry's path, type and mode, a file's bytes,
+    a link's target. (Bytes, not mtimes: a file rewritten within one timer tick keeps its mtime.)"""
     digest = hashlib.sha256(text.encode("utf-8", errors="surrogateescape"))
     for source in sources:
         digest.update(b"\0source\0" + os.fsencode(source))
-        for rel, info, link in _entries(source, ""):
-            digest.update(f"\0{rel}\0{info.st_mode}\0{info.st_size}\0{info.st_mtime_ns}\0{info.st_ino}\0".encode(
-                "utf-8", errors="surrogateescape") + link)
+        for rel, info, content in _entries(source, ""):
+            digest.update(f"\0{rel}\0{info.st_mode}\0{len(content)}\0".encode("utf-8", errors="surrogateescape"))
+            digest.update(content)
     return digest.hexdigest()
 
 
 def _entries(path: Path | str, rel: str) -> Iterator[tuple[str, os.stat_result, bytes]]:
+    """(relative path, lstat, the file's bytes or the link's target) of `path` and everything under it."""
     info = os.lstat(path)
-    yield rel, info, os.fsencode(os.readlink(path)) if stat.S_ISLNK(info.st_mode) else b""
+    if stat.S_ISLNK(info.st_mode):
+        yield rel, info, os.fsencode(os.readlink(path))
+    elif stat.S_ISREG(info.st_mode):
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
+            yield rel, info, file.read()
+    else:
+        yield rel, info, b""
     if stat.S_ISDIR(info.st_mode):
         for entry in sorted(os.scandir(path), key=lambda e: e.name):
             yield from _entries(entry.path, f"{rel}/{entry.name}")
