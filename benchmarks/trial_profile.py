@@ -1,7 +1,10 @@
 """Where a stage-trial's machine time goes, kernel included (docs/performance.md).
 
-Runs N checkpoint trials of the oracle agent at 2 workers (benchmarks/sandbox_overhead.py's trivial
-one-stage task, or `--task NAME` for a built-in task's first stage) and measures them two ways:
+Runs N trials of the oracle agent at 2 workers and measures them two ways. The trials are checkpoint
+trials of benchmarks/sandbox_overhead.py's trivial one-stage task, or with `--task NAME` of a built-in
+task's stage `--stage I` (0-based, default the first), or with `--natural CONDITION` natural rollouts of
+the whole task (every stage in one workspace, under that condition: `state_repair` restores the oracle
+state at every boundary); figures are per stage-trial (a rollout of k stages counts k).
 
   * totals: the script moves itself into a fresh cgroup-v1 `cpuacct` group before any thread starts.
     Every process it starts inherits that group (the sandbox launcher joins per-trial `pids`,
@@ -14,7 +17,8 @@ one-stage task, or `--task NAME` for a built-in task's first stage) and measures
     trials' process tree (rebuilt from perf's fork events) is put in the first category whose kernel
     or user frames match (CATEGORIES, innermost frame first), and its program (comm) is counted.
 
-    .venv/bin/python benchmarks/trial_profile.py [--trials 300] [--task NAME] [--frequency 999]
+    .venv/bin/python benchmarks/trial_profile.py [--trials 300] [--task NAME [--stage I | --natural COND]]
+                                                 [--frequency 999]
 """
 
 from __future__ import annotations
@@ -84,13 +88,15 @@ def release_cpuacct_group(group: Path) -> None:
     group.rmdir()
 
 
-def trial_runner(task_name: str | None, root: Path):
-    """One trial as a function of its index, snapshots built: the oracle's checkpoint trial of stage 0."""
+def trial_runner(task_name: str | None, root: Path, stage: int = 0, natural: str | None = None):
+    """(task name, stage-trials per trial, one trial as a function of its index; True when it passed), the
+    snapshots it starts from built: the oracle's checkpoint trial of `stage`, or its natural rollout of
+    every stage under the condition `natural`."""
     from hrbench.agents.oracle import OracleAgent
     from hrbench.envs.local import LocalBackend
     from hrbench.harness.records import TrialSpec
-    from hrbench.harness.trials import run_checkpoint_trial
-    from hrbench.protocol import Budget, CheckpointProtocol
+    from hrbench.harness.trials import run_checkpoint_trial, run_natural_trial
+    from hrbench.protocol import CONDITIONS, Budget, CheckpointProtocol
     from hrbench.tasks.loader import load_task
 
     if task_name is None:
@@ -99,18 +105,33 @@ def trial_runner(task_name: str | None, root: Path):
 
         task = _task(root)
     else:
-        task = load_task(Path(__file__).resolve().parent.parent / "task_registry" / task_name)
+        import hrbench  # the registry of the checkout imported (PYTHONPATH), so --compare sees each side's tasks
+
+        task = load_task(Path(hrbench.__file__).resolve().parent.parent / "task_registry" / task_name)
     backend = LocalBackend(root / "cache")
-    backend.checkpoint_state(task, 0)
-    protocol = CheckpointProtocol(budget=Budget(max_turns=4, timeout_sec=120, command_timeout_sec=60))
+    budget = Budget(max_turns=4, timeout_sec=120, command_timeout_sec=60)
+    if natural is not None:
+        for done in range(task.n_stages):  # every state a repair may restore
+            backend.checkpoint_state(task, done)
+        condition = CONDITIONS[natural]
+
+        def rollout(i: int) -> bool:
+            spec = TrialSpec(prereg_sha256="0" * 64, agent="oracle", condition=natural, protocol="natural",
+                             task=task.name, kind="natural", stage=None, trial_index=i)
+            return run_natural_trial(spec, task, OracleAgent(), backend, condition, budget, 0,
+                                     trajectory_dir=root / "trajectories").passed
+
+        return f"{task.name} (natural, {natural})", task.n_stages, rollout
+    backend.checkpoint_state(task, stage)
+    protocol = CheckpointProtocol(budget=budget)
 
     def one(i: int) -> bool:
         spec = TrialSpec(prereg_sha256="0" * 64, agent="oracle", condition="baseline", protocol="profile",
-                         task=task.name, kind="checkpoint", stage=task.stages[0].name, trial_index=i)
+                         task=task.name, kind="checkpoint", stage=task.stages[stage].name, trial_index=i)
         return run_checkpoint_trial(spec, task, OracleAgent(), backend, protocol, 0,
                                     trajectory_dir=root / "trajectories").passed
 
-    return task.name, one
+    return f"{task.name} (checkpoint, {task.stages[stage].name})", 1, one
 
 
 def samples(data: Path, root_pid: int):
@@ -177,9 +198,20 @@ def classify(frames: list[str], comm: str, harness_pid: int, pid: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=300)
-    parser.add_argument("--task", help="a built-in task (its first stage); default the trivial one-stage task")
+    parser.add_argument("--task", help="a built-in task; default the trivial one-stage task")
+    parser.add_argument("--stage", type=int, default=0, help="the checkpoint trials' stage (0-based index)")
+    parser.add_argument("--natural", metavar="CONDITION", help="natural rollouts of the whole task under this "
+                                                               "condition instead (baseline, state_repair, ...)")
     parser.add_argument("--frequency", type=int, default=999, help="perf samples per second per core")
+    parser.add_argument("--no-perf", action="store_true", help="totals only (no perf record)")
+    parser.add_argument("--compare", nargs="+", metavar="CHECKOUT",
+                        help="checkouts (e.g. `git archive` of main, and this tree) measured in turn, each in a fresh "
+                             "process whose PYTHONPATH is the checkout, totals only; prints each round and the medians")
+    parser.add_argument("--rounds", type=int, default=3, help="with --compare: rounds (the order rotates)")
     args = parser.parse_args()
+    if args.compare:
+        compare(args)
+        return
     group = own_cpuacct_group()  # before any thread
     try:
         profile(args, group)
@@ -188,16 +220,38 @@ def main() -> None:
             release_cpuacct_group(group)
 
 
+def compare(args: argparse.Namespace) -> None:
+    """Interleaved rounds over checkouts: machine time (cpuacct) and wall per stage-trial, medians."""
+    import statistics
+
+    base = [sys.executable, str(Path(__file__).resolve()), "--no-perf", "--trials", str(args.trials),
+            "--stage", str(args.stage)] + (["--task", args.task] if args.task else []) \
+        + (["--natural", args.natural] if args.natural else [])
+    cpu: dict[str, list[float]] = {c: [] for c in args.compare}
+    wall: dict[str, list[float]] = {c: [] for c in args.compare}
+    for r in range(args.rounds):
+        order = args.compare[r % len(args.compare):] + args.compare[:r % len(args.compare)]
+        for checkout in order:
+            out = subprocess.run(base, capture_output=True, text=True, check=True,
+                                 env={**os.environ, "PYTHONPATH": str(Path(checkout).resolve())}).stdout
+            wall[checkout].append(float(re.search(r"= ([\d.]+) ms each", out).group(1)))
+            cpu[checkout].append(float(re.search(r"\(cpuacct\): ([\d.]+) ms", out).group(1)))
+        print(f"round {r + 1} (load {Path('/proc/loadavg').read_text().split()[0]}): "
+              + ", ".join(f"{c}: {cpu[c][-1]:.1f} ms CPU, {wall[c][-1]:.1f} ms wall" for c in args.compare), flush=True)
+    print("medians per stage-trial: " + ", ".join(
+        f"{c}: {statistics.median(cpu[c]):.1f} ms CPU, {statistics.median(wall[c]):.1f} ms wall" for c in args.compare))
+
+
 def profile(args: argparse.Namespace, group: Path | None) -> None:
     """Run the trials, print the totals and the breakdown."""
     with tempfile.TemporaryDirectory() as tmp:
-        name, one = trial_runner(args.task, Path(tmp))
+        name, per_trial, one = trial_runner(args.task, Path(tmp), args.stage, args.natural)
         for i in range(4):
             assert one(-1 - i), "warm-up trial failed"
         load0 = Path("/proc/loadavg").read_text().split()[0]
         data = Path(os.environ.get("HRBENCH_PROFILE_DATA") or Path(tmp) / "perf.data")
         perf = None
-        if shutil.which("perf"):
+        if shutil.which("perf") and not args.no_perf:
             # perf starts its workload only once it records: the workload's "ready" line starts the trials,
             # and closing its stdin ends the recording
             perf = subprocess.Popen(["perf", "record", "-a", "-g", "-F", str(args.frequency), "-o", str(data), "--",
@@ -216,8 +270,8 @@ def profile(args: argparse.Namespace, group: Path | None) -> None:
             perf.stdin.close()
             perf.wait()
         load1 = Path("/proc/loadavg").read_text().split()[0]
-        n = args.trials
-        print(f"{n} stage-trials of {name} ({passed} passed), {WORKERS} workers, {wall:.1f} s wall = "
+        n = args.trials * per_trial  # stage-trials
+        print(f"{n} stage-trials of {name} ({passed} of {args.trials} trials passed), {WORKERS} workers, {wall:.1f} s wall = "
               f"{1000 * wall / n:.1f} ms each; load {load0} -> {load1}")
         harness = (self1.ru_utime - self0.ru_utime, self1.ru_stime - self0.ru_stime)
         if group:

@@ -211,6 +211,20 @@ def test_pass_fail_and_subshell_results_count(run):
     ("exact", "A", "A", True),
     ("exact", "A", "a", False),
     ("exact", "a ", "a", False),
+    # decided in bash or by awk (checks.sh's _hrb_eq_here), always as awk decides: two values that both
+    # read as numbers compare as numbers, anything else as text
+    ("exact", "10", "10.0", True),
+    ("exact", " 7", "7", True),
+    ("exact", "1e2", "100", True),
+    ("exact", "[1]10", "[1]10.0", False),
+    ("exact", "a\nb", "a\nb", True),
+    ("exact", "a\nb", "a\nc", False),
+    ("exact", "", "", False),                      # empty expected fails
+    ("int", "007", "7", True),
+    ("int", "12", "13", False),
+    ("int", "123456789012345678", "123456789012345679", True),  # awk's doubles: equal beyond 15 digits
+    ("text", "Same Words", "Same Words", True),
+    ("text", "\"\"", "\"\"", False),                # nothing but quotes: an empty expected value
 ])
 def test_expect_eq_kinds(run, kind, actual, expected, ok):
     r = run(f'expect_eq k "$A" "$B" {kind}\n', env={"A": actual, "B": expected})
@@ -625,14 +639,14 @@ def test_a_globignore_set_by_the_verifier_does_not_hide_a_stale_reward(run, tmp_
     assert r.reward == "0" and _verifier_files(tmp_path) == {"reward.txt": b"0\n"}
 
 
-@pytest.mark.parametrize("how", ["checks.sh", "./checks.sh", "sub/../checks.sh", "ABSOLUTE"])
+@pytest.mark.parametrize("how", ["checks.sh", "./checks.sh", "sub/../checks.sh", "ABSOLUTE", "PHYSICAL"])
 def test_the_tests_directory_is_found_however_the_library_is_sourced(tmp_path, how):
     tests = tmp_path / "real-tests"
     tests.mkdir()
     shutil.copy(CHECKS, tests / "checks.sh")
     (tests / "sub").mkdir()
     (tmp_path / "tests").symlink_to(tests)  # resolved: the physical path is what `untrusted` hides
-    source = str(tmp_path / "tests" / "checks.sh") if how == "ABSOLUTE" else how
+    source = {"ABSOLUTE": str(tmp_path / "tests" / "checks.sh"), "PHYSICAL": str(tests / "checks.sh")}.get(how, how)
     script = tests / "test.sh"
     script.write_text(f'source {source}\necho "tests=$_HRB_TESTS"\npass a\nfinish\n')
     proc = subprocess.run(["bash", str(script)], cwd=tmp_path / "tests", capture_output=True, text=True, timeout=60,
@@ -646,8 +660,10 @@ def test_a_passing_verifier_starts_only_mkdir_rm_and_mv(tmp_path):
     # reward's rename); a regression here costs every verifier run of every study
     (tmp_path / "logs" / "verifier").mkdir(parents=True)
     proc = _script(tmp_path, "source {lib}\npass a\nsubreward b 1\nfinish\n",
-                   argv=["strace", "-f", "-qq", "-e", "trace=execve", "-o", str(tmp_path / "trace")])
+                   argv=["strace", "-f", "-qq", "-e", "trace=execve,clone,clone3,fork,vfork", "-o", str(tmp_path / "trace")])
     assert "checks: 1 passed, 0 failed -> reward 1" in proc.stdout, proc.stdout + proc.stderr
-    programs = [line.split('"')[1].rsplit("/", 1)[-1] for line in (tmp_path / "trace").read_text().splitlines()
-                if "execve(" in line and "resumed" not in line]
+    trace = (tmp_path / "trace").read_text().splitlines()
+    programs = [line.split('"')[1].rsplit("/", 1)[-1] for line in trace if "execve(" in line and "resumed" not in line]
     assert programs == ["bash", "mkdir", "rm", "mv"], programs
+    # and no subshell besides them: one fork per program (none to list functions or resolve the tests folder)
+    assert sum(1 for line in trace if " clone" in line and "resumed" not in line) == 3, trace

@@ -52,6 +52,7 @@ from hrbench.envs.local.confine import (
     sweep_stale,
     unmount,
 )
+from hrbench.envs.local.staging import StagedFolders, fingerprint
 from hrbench.harness.truncation import HeadTail
 from hrbench.tasks.harbor import save_artifacts
 from hrbench.tasks.model import Stage, Task
@@ -82,6 +83,8 @@ STEP_FILES = "/opt/hrbench-step-workdir"  # a step's workdir/ files, bound read-
 # a separate verifier's inputs in transit (handover.sh): the agent's sandbox writes a tar here, the fresh one reads it
 HANDOVER = "/opt/hrbench-handover"
 _HANDOVER = backend_script(__name__, "handover.sh")
+_TESTS = StagedFolders("tests")  # a verifier's /tests: the check library and the stage's tests
+_SOLUTIONS = StagedFolders("solution")  # a replay's /solution: the step's solution folder, solve.sh as run
 
 
 def _sandbox_args(root: Path, workdir: str, limits: SandboxLimits, extra: list[str] | None = None,
@@ -308,10 +311,10 @@ class LocalEnvironment(StagedEnvironment):
         """Harbor's oracle: the step's solution/ folder uploaded to /solution (read-only) and
         `bash /solution/solve.sh` run from WORKDIR, so $0, BASH_SOURCE and sibling helpers work.
         `script` replaces solve.sh's text (the audit's key-step-removed variant)."""
-        tmp = area_tempdir("solution")
-        try:
-            folder = tmp / "solution"
-            shutil.copytree(stage.solution.parent, folder, symlinks=True)
+        source = stage.solution.parent
+
+        def build(folder: Path) -> None:
+            shutil.copytree(source, folder, symlinks=True)
             if script is not None:
                 (folder / "solve.sh").write_text(script)
             for root, dirs, files in os.walk(folder):
@@ -320,13 +323,14 @@ class LocalEnvironment(StagedEnvironment):
                     if not path.is_symlink():
                         os.chmod(path, 0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
             os.chmod(folder, 0o755)
+
+        # staged once per content (the solution folder as it is on disk, and the script run in its place)
+        with _SOLUTIONS.staged(fingerprint(source, text="\0" if script is None else "\1" + script), build) as folder:
             # bash runs the script itself (not typed into `bash -s`): one process fewer per replay
             argv = self._confined(["/bin/bash", "/solution/solve.sh"], self.cgroup, ["--ro-bind", str(folder), "/solution"],
                                   env=task_env(self.task, self.task.solution_env, where="[solution.env]"))
             timeout = stage.agent_timeout_sec or self.task.agent_timeout_sec
             return run_confined(argv, "", timeout, self.cgroup, pass_fds=self._fds)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
 
     def _copy_step_files(self, stage: Stage) -> None:
         """The step's workdir/ files into WORKDIR, copied by the sandbox itself into its own view: the
@@ -415,50 +419,57 @@ class LocalEnvironment(StagedEnvironment):
                                    f"(exit {run.exit_code}):\n{run.output[-800:]}")
 
     def _verify_in(self, stage: Stage, root: Path) -> VerifierResult:
-        """Copy the stage's tests in (read-only), run them over the trial directory `root`, read the reward."""
-        tmp = area_tempdir("verify")
-        try:
-            tests, logs = tmp / "tests", tmp / "logs"
+        """Bind the stage's tests (read-only), run them over the trial directory `root`, read the reward."""
+        library, shared = CHECK_LIBRARY, self.task.shared_tests
+
+        def build(tests: Path) -> None:
             tests.mkdir()
-            logs.mkdir()
-            mounted_logs = mount_sized_tmpfs(logs, self.limits.tmp_mb)
+            shutil.copy(library, tests / "checks.sh")
+            if shared is not None:
+                shutil.copytree(shared, tests, dirs_exist_ok=True)
+            shutil.copytree(stage.tests, tests, dirs_exist_ok=True)
+            os.chmod(tests, 0o755)
+
+        sources = [library, *([] if shared is None else [shared]), stage.tests]
+        # the check library and the tests: staged once per content, bound read-only
+        with _TESTS.staged(fingerprint(*sources), build) as tests:
+            tmp = area_tempdir("verify")
             try:
-                (logs / "verifier").mkdir()
-                sandbox_owner(logs)
-                shutil.copy(CHECK_LIBRARY, tests / "checks.sh")
-                if self.task.shared_tests is not None:
-                    shutil.copytree(self.task.shared_tests, tests, dirs_exist_ok=True)
-                shutil.copytree(stage.tests, tests, dirs_exist_ok=True)
-                os.chmod(tests, 0o755)
-                if any((logs / "verifier").iterdir()):
-                    raise SandboxError(f"{logs}/verifier is not empty before the verifier runs")
-                extra = ["--ro-bind", str(tests), "/tests", "--bind", str(logs), "/logs",
-                         "--ro-bind", str(_toolchain()), VERIFIER_TOOLCHAIN]
-                # No PYTHONSAFEPATH here: Harbor verifiers run `python -m pytest` from WORKDIR and import the
-                # agent's modules on purpose. hrbench's own check library (checks.sh) sets it for itself.
-                env = task_env(self.task, self.task.verifier_env, stage.verifier_env, where="[verifier.env]")
-                env["PATH"] = f"{VERIFIER_TOOLCHAIN}:{env.get('PATH', SANDBOX_PATH)}"
-                timeout = stage.verifier_timeout_sec or self.task.verifier_timeout_sec
-                group = self.verifier_cgroup
-                argv = self._confined(["/bin/bash", "/tests/test.sh"], group, extra, root=root, nested_userns=True,
-                                      env=env)
-                events = group.limit_events()
-                result = run_confined(argv, "", timeout, group, VERIFIER_OUTPUT_LIMIT, pass_fds=self._fds)
-                if not group.kill():
-                    raise SandboxError("the verifier's processes could not be killed; its reward is not read")
-                agent_fault = None
-                rewards, reward, error = score_rewards(logs / "verifier")
-                if error is not None:
-                    agent_fault = self._agent_fault(events, group.limit_events())
-                if result.timed_out and error is not None:
-                    error = f"the verifier timed out after {timeout:g}s ([verifier] timeout_sec); {error}"
-                if agent_fault is not None:
-                    agent_fault, error = f"{agent_fault}; the verifier gave no reward ({error})", None
+                logs = tmp / "logs"
+                logs.mkdir()
+                mounted_logs = mount_sized_tmpfs(logs, self.limits.tmp_mb)
+                try:
+                    (logs / "verifier").mkdir()
+                    sandbox_owner(logs)
+                    if any((logs / "verifier").iterdir()):
+                        raise SandboxError(f"{logs}/verifier is not empty before the verifier runs")
+                    extra = ["--ro-bind", str(tests), "/tests", "--bind", str(logs), "/logs",
+                             "--ro-bind", str(_toolchain()), VERIFIER_TOOLCHAIN]
+                    # No PYTHONSAFEPATH here: Harbor verifiers run `python -m pytest` from WORKDIR and import the
+                    # agent's modules on purpose. hrbench's own check library (checks.sh) sets it for itself.
+                    env = task_env(self.task, self.task.verifier_env, stage.verifier_env, where="[verifier.env]")
+                    env["PATH"] = f"{VERIFIER_TOOLCHAIN}:{env.get('PATH', SANDBOX_PATH)}"
+                    timeout = stage.verifier_timeout_sec or self.task.verifier_timeout_sec
+                    group = self.verifier_cgroup
+                    argv = self._confined(["/bin/bash", "/tests/test.sh"], group, extra, root=root, nested_userns=True,
+                                          env=env)
+                    events = group.limit_events()
+                    result = run_confined(argv, "", timeout, group, VERIFIER_OUTPUT_LIMIT, pass_fds=self._fds)
+                    if not group.kill():
+                        raise SandboxError("the verifier's processes could not be killed; its reward is not read")
+                    agent_fault = None
+                    rewards, reward, error = score_rewards(logs / "verifier")
+                    if error is not None:
+                        agent_fault = self._agent_fault(events, group.limit_events())
+                    if result.timed_out and error is not None:
+                        error = f"the verifier timed out after {timeout:g}s ([verifier] timeout_sec); {error}"
+                    if agent_fault is not None:
+                        agent_fault, error = f"{agent_fault}; the verifier gave no reward ({error})", None
+                finally:
+                    if mounted_logs:
+                        unmount(logs)
             finally:
-                if mounted_logs:
-                    unmount(logs)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+                shutil.rmtree(tmp, ignore_errors=True)
         return VerifierResult(
             reward=reward,
             passed=error is None and reward >= 1.0 - 1e-9,

@@ -579,7 +579,7 @@ def sweep_stale(area: Path) -> None:
     """Once per process: remove what a harness that died (SIGKILL, OOM) left behind in the sandbox
     area (workspace tmpfs mounts, staging dirs) and its trial cgroups."""
     for entry in area.iterdir() if area.is_dir() else []:
-        if entry.name.startswith(("ws-", "build-", "verify-")) and not _owner_alive(entry.name, 1):
+        if entry.name.startswith(("ws-", "build-", "verify-", "staged-")) and not _owner_alive(entry.name, 1):
             for mounted in (entry / "logs", entry):
                 if os.path.ismount(mounted):
                     unmount(mounted)
