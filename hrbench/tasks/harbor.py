@@ -277,11 +277,11 @@ SUPPORT: dict[str, tuple[str, str, str]] = {
                                                      "built from the step's tests/Dockerfile (else the task's "
                                                      "tests/Dockerfile), else the task's own image (e_0); local: "
                                                      "the host's /usr, no image is built; its keys below"),
-    "verifier.environment.docker_image": ("ignored", "honoured", "docker: the verifier's image, over a tests/Dockerfile "
-                                                                 "(Harbor's prebuilt image): used as the engine has it; "
-                                                                 "no registry is reachable, so one it lacks is replaced "
-                                                                 "by the base image, with a warning; local: the host's "
-                                                                 "/usr"),
+    "verifier.environment.docker_image": ("ignored", "honoured", "docker: the verifier's image, over a "
+                                                                 "tests/Dockerfile (Harbor's prebuilt image): used as "
+                                                                 "the engine has it; no registry is reachable, so one "
+                                                                 "it lacks is replaced by the base image, with a "
+                                                                 "warning; local: the host's /usr"),
     "verifier.environment.build_timeout_sec": ("ignored", "ignored", "local builds no image; docker builds without a "
                                                                      "limit"),
     "verifier.environment.os": ("ignored", "ignored", "Linux only"),
@@ -389,7 +389,8 @@ SUPPORT: dict[str, tuple[str, str, str]] = {
 _LEAF_TABLES = {"verifier.env", "environment.env", "solution.env", "steps[].verifier.env", "steps[].healthcheck",
                 "steps[].min_reward", "verifier.environment.env", "verifier.environment.healthcheck"}
 # tables whose keys are reported under another table's names (a step's verifier environment: as the task's)
-_TABLES_AS = {"verifier.environment": "verifier.environment.", "steps[].verifier.environment": "verifier.environment."}
+_TABLES_AS = {"verifier.environment": "verifier.environment.",
+              "steps[].verifier.environment": "verifier.environment."}
 _OBJECT_LISTS = {"artifacts": "artifacts[].", "steps[].artifacts": "artifacts[].",
                  "verifier.collect": "verifier.collect[].", "steps[].verifier.collect": "verifier.collect[]."}  # entries' keys, by dotted name
 

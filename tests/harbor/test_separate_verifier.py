@@ -119,7 +119,8 @@ def test_a_separate_verifiers_image_is_resolved_as_harbor_resolves_it(tmp_path: 
     task = load_task(ledger)
     # Harbor builds the verifier from the step's tests/ folder when the step has one (`open` has, without a
     # Dockerfile: its verifier runs on the task's own image), else from the task's tests/
-    assert [s.verifier_image for s in task.stages] == [None, VerifierImage(dockerfile=task.path / "tests" / "Dockerfile")]
+    assert [s.verifier_image for s in task.stages] == [None,
+                                                       VerifierImage(dockerfile=task.path / "tests" / "Dockerfile")]
     (ledger / "steps" / "open" / "tests" / "Dockerfile").write_text("FROM acme/judge-base:1\n")
     assert load_task(ledger).stages[0].verifier_image == VerifierImage(
         dockerfile=task.path / "steps" / "open" / "tests" / "Dockerfile")
