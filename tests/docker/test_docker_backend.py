@@ -58,7 +58,7 @@ def test_a_state_image_retagged_after_it_was_built_is_named_by_verify_and_rebuil
     fresh = DockerBackend(backend.cache_dir, docker_host=backend.docker_host)  # another process: not yet checked
     with caplog.at_level(logging.WARNING, logger="hrbench.envs.docker"):
         assert fresh.checkpoint_state(task, 1) == ref
-    assert f"state image {ref}: image" in caplog.text and "rebuilding it" in caplog.text
+    assert f"image {ref}: image" in caplog.text and "rebuilding it" in caplog.text
     rebuilt = backend.client.images.get(ref).id
     assert rebuilt != backend.client.images.get(backend.state_image(task, 0)).id
     assert not any(problem for _, problem in sealed_state_problems(backend.cache_dir))
