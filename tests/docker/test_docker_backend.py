@@ -67,7 +67,8 @@ def test_a_state_image_retagged_after_it_was_built_is_named_by_verify_and_rebuil
 
 def test_from_the_engine_lacks_is_mapped_to_the_base_image_with_a_warning(backend: DockerBackend, caplog):
     with caplog.at_level(logging.WARNING, logger="hrbench.envs.docker"):
-        text = backend._dockerfile(load_task(TINY_TASK))
+        dockerfile = TINY_TASK / "environment" / "Dockerfile"
+        text = backend._dockerfile(dockerfile.read_text(), dockerfile)
     assert text.splitlines()[0] == f"FROM {backend.base_image}"
     assert "FROM debian:bookworm-slim is not on the Docker host" in caplog.text
     assert backend.base_image in caplog.text
