@@ -270,12 +270,41 @@ SUPPORT: dict[str, tuple[str, str, str]] = {
                                                           "receives only the collected paths (/logs/artifacts, the "
                                                           "task's and the step's artifacts) at their own paths; local: "
                                                           "a new sandbox over an empty WORKDIR and empty persisted "
-                                                          "paths; docker: a new container of the task's image (e_0); "
-                                                          "unset: separate iff [verifier.environment] is given"),
-    "verifier.environment": ("honoured", "honoured", "makes the verifier separate (environment_mode unset); its "
-                                                     "keys have no effect (local: the host's /usr; docker: the "
-                                                     "task's image, limits from the study) but network_mode: "
-                                                     "'public' makes the task docker-only, 'allowlist' is refused"),
+                                                          "paths; docker: a new container of the verifier's image "
+                                                          "(below); unset: separate iff [verifier.environment] is given"),
+    "verifier.environment": ("honoured", "honoured", "makes the verifier separate (environment_mode unset); docker: "
+                                                     "the verifier's container is its docker_image, else the image "
+                                                     "built from the step's tests/Dockerfile (else the task's "
+                                                     "tests/Dockerfile), else the task's own image (e_0); local: "
+                                                     "the host's /usr, no image is built; its keys below"),
+    "verifier.environment.docker_image": ("ignored", "honoured", "docker: the verifier's image, over a "
+                                                                 "tests/Dockerfile (Harbor's prebuilt image): used as "
+                                                                 "the engine has it; no registry is reachable, so one "
+                                                                 "it lacks is replaced by the base image, with a "
+                                                                 "warning; local: the host's /usr"),
+    "verifier.environment.build_timeout_sec": ("ignored", "ignored", "local builds no image; docker builds without a "
+                                                                     "limit"),
+    "verifier.environment.os": ("ignored", "ignored", "Linux only"),
+    "verifier.environment.cpus": ("ignored", "ignored", "the verifier has the study's sandbox limits"),
+    "verifier.environment.memory_mb": ("ignored", "ignored", "the verifier has the study's sandbox limits"),
+    "verifier.environment.storage_mb": ("ignored", "ignored", "the verifier has the study's sandbox limits"),
+    "verifier.environment.gpus": ("ignored", "ignored", "no GPU passthrough"),
+    "verifier.environment.gpu_types": ("ignored", "ignored", "no GPU passthrough"),
+    "verifier.environment.tpu": ("ignored", "ignored", "no TPU passthrough"),
+    "verifier.environment.allow_internet": ("ignored", "ignored", "the verifier's network is the trial's: none on "
+                                                                  "local; docker: the task's [environment] "
+                                                                  "allow_internet or a phase's network_mode"),
+    "verifier.environment.network_mode": ("honoured", "honoured", f"the verifier environment's network: "
+                                                                  f"{_LOCAL_NO_NET}; {_DOCKER_NET}"),
+    "verifier.environment.allowed_hosts": ("refused", "refused", "an allowlist needs an egress filter neither backend "
+                                                                 "sets up"),
+    "verifier.environment.env": ("ignored", "ignored", "the verifier's processes get [environment.env] and "
+                                                       "[verifier.env], as in a shared verification"),
+    "verifier.environment.healthcheck": ("ignored", "ignored", "not run in the verifier's environment"),
+    "verifier.environment.workdir": ("ignored", "ignored", "the verifier runs in the task's WORKDIR, where the "
+                                                           "collected paths are put"),
+    "verifier.environment.mcp_servers": ("unsupported", "unsupported", "no MCP servers are started"),
+    "verifier.environment.skills_dir": ("unsupported", "unsupported", "no agent skills directory is provisioned"),
     "verifier.collect": ("honoured", "honoured", "each hook's command runs in the trial's environment as the agent "
                                                  "user after the agent's turn, before collection and verification "
                                                  "(a step's own hooks, else the task's); a failing hook is reported "
@@ -345,7 +374,8 @@ SUPPORT: dict[str, tuple[str, str, str]] = {
     "steps[].verifier.allowed_hosts": ("refused", "refused", "an allowlist needs an egress filter"),
     "steps[].verifier.environment_mode": ("honoured", "honoured", "as [verifier] environment_mode, for this "
                                                                   "step (unset: the task's)"),
-    "steps[].verifier.environment": ("honoured", "honoured", "as [verifier.environment], for this step"),
+    "steps[].verifier.environment": ("honoured", "honoured", "as [verifier.environment], for this step, over the "
+                                                             "task's (its keys are listed as [verifier.environment]'s)"),
     "steps[].verifier.collect": ("honoured", "honoured", "this step's hooks, in place of [verifier]'s"),
     "steps[].min_reward": ("honoured", "honoured", ("Harbor's gate: a natural rollout continues past a failed stage "
                                                     "only when its rewards meet min_reward")),
@@ -357,7 +387,10 @@ SUPPORT: dict[str, tuple[str, str, str]] = {
 
 
 _LEAF_TABLES = {"verifier.env", "environment.env", "solution.env", "steps[].verifier.env", "steps[].healthcheck",
-                "steps[].min_reward", "verifier.environment", "steps[].verifier.environment"}
+                "steps[].min_reward", "verifier.environment.env", "verifier.environment.healthcheck"}
+# tables whose keys are reported under another table's names (a step's verifier environment: as the task's)
+_TABLES_AS = {"verifier.environment": "verifier.environment.",
+              "steps[].verifier.environment": "verifier.environment."}
 _OBJECT_LISTS = {"artifacts": "artifacts[].", "steps[].artifacts": "artifacts[].",
                  "verifier.collect": "verifier.collect[].", "steps[].verifier.collect": "verifier.collect[]."}  # entries' keys, by dotted name
 
@@ -383,6 +416,9 @@ def key_support(raw: dict[str, Any]) -> tuple[KeySupport, ...]:
                 for entry in value:
                     if isinstance(entry, dict):
                         walk(entry, _OBJECT_LISTS[name])
+            elif name in _TABLES_AS and isinstance(value, dict):
+                found.append(name)
+                walk(value, _TABLES_AS[name])
             elif name == "environment.healthcheck" and isinstance(value, dict):
                 found.append(name)
                 walk(value, f"{name}.")

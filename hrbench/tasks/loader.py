@@ -24,7 +24,7 @@ from hrbench.tasks.harbor import (
     artifact_path,
     key_support,
 )
-from hrbench.tasks.model import Stage, Task, TaskError
+from hrbench.tasks.model import Stage, Task, TaskError, VerifierImage
 
 SINGLE_STAGE_NAME = "main"
 
@@ -283,6 +283,7 @@ def _stage(
     if setup.is_file():
         _text(setup, f"step setup script (steps/{name}/workdir/setup.sh)")
     min_reward = step.min_reward
+    separate = step.verifier.separate(task_verifier)
     return Stage(
         name=name,
         index=index,
@@ -299,7 +300,9 @@ def _stage(
         healthcheck=step.healthcheck,
         min_reward=tuple(min_reward.items()) if isinstance(min_reward, dict) else min_reward,
         artifacts=tuple(artifact_path(a) for a in step.artifacts),
-        separate_verifier=step.verifier.separate(task_verifier),
+        separate_verifier=separate,
+        verifier_image=_verifier_image([step.verifier, task_verifier], [folder / "tests", root / "tests"],
+                                       toml_path) if separate else None,
         # a step's own hooks, else the task's: a step's verifier falls back to [verifier] key by key
         collect=tuple(step.verifier.collect or task_verifier.collect),
     )
@@ -323,8 +326,27 @@ def _single_stage(root: Path, verifier: VerifierSection) -> Stage:
         solution=_require(root / "solution" / "solve.sh", "reference solution (solution/solve.sh)"),
         tests=_require(root / "tests" / "test.sh", "verifier (tests/test.sh)").parent,
         separate_verifier=verifier.separate(),
+        verifier_image=_verifier_image([verifier], [root / "tests"], root / "task.toml")
+        if verifier.separate() else None,
         collect=tuple(verifier.collect),
     )
+
+
+def _verifier_image(tables: list[VerifierSection], contexts: list[Path], toml_path: Path) -> VerifierImage | None:
+    """A separate verifier's image as Harbor resolves its environment: the first [verifier.environment] of
+    `tables` (the step's, then the task's) names a `docker_image`, else the first folder of `contexts` that
+    exists (the step's tests/, then the task's) has a Dockerfile. (Harbor's last fallback, a copy of
+    [environment], is the task's own image here: its docker_image is the image hrbench builds as e_0.)"""
+    table = next((t.environment for t in tables if t.environment is not None), None) or {}
+    image = table.get("docker_image")
+    if image is not None and (not isinstance(image, str) or not image.strip()):
+        raise TaskError(f"{toml_path}: [verifier.environment] docker_image must be an image name, got {image!r}")
+    if image is not None:
+        return VerifierImage(docker_image=image)
+    context = next((c for c in contexts if c.is_dir()), None)
+    if context is None or not (context / "Dockerfile").is_file():
+        return None
+    return VerifierImage(dockerfile=context / "Dockerfile")
 
 
 def _check_graph(stages: list[Stage], depends: dict, where: Path) -> None:

@@ -18,6 +18,17 @@ class TaskError(ValueError):
     """A task package that cannot be used: says which file, what, and what to do."""
 
 
+class VerifierImage(BaseModel):
+    """Where a separate verifier's container comes from on docker, resolved as Harbor resolves it: the
+    `docker_image` of the step's [verifier.environment], else of the task's; else the Dockerfile of the
+    step's tests/ folder when the step has one, else of the task's tests/ (its folder is the build context).
+    A stage with neither has none: its verifier's container is of the task's own image (e_0)."""
+
+    model_config = ConfigDict(frozen=True)
+    docker_image: str | None = None
+    dockerfile: Path | None = None
+
+
 class Stage(BaseModel):
     """One verifiable stage: instruction, reference solution sigma_i, verifier V_i."""
 
@@ -40,6 +51,7 @@ class Stage(BaseModel):
     # [verifier] environment_mode = "separate" (or a [verifier.environment]): the verifier runs in a fresh
     # environment that receives only the collected paths (/logs/artifacts, the task's and this step's artifacts)
     separate_verifier: bool = False
+    verifier_image: VerifierImage | None = None  # a separate verifier's own image (docker); None: the task's
     collect: tuple[CollectHook, ...] = ()  # [[verifier.collect]]: run after the agent's turn, before collection
 
     def solution_script(self) -> str:
@@ -142,12 +154,17 @@ class Task(BaseModel):
 
     def content_hash(self) -> str:
         """SHA-256 over every file of the package: a changed task is a new study version."""
-        digest = hashlib.sha256()
-        for file in sorted(p for p in self.path.rglob("*") if p.is_file()):
-            digest.update(str(file.relative_to(self.path)).encode())
-            digest.update(b"\0")
-            digest.update(file.read_bytes())
-        return digest.hexdigest()
+        return folder_sha256(self.path)
+
+
+def folder_sha256(root: Path) -> str:
+    """SHA-256 over every file under `root`, each by its relative path and its bytes."""
+    digest = hashlib.sha256()
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(file.relative_to(root)).encode())
+        digest.update(b"\0")
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
 
 
 def _work_lines(script: str) -> int:

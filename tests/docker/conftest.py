@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hrbench.envs.docker import LABEL, OWNER_LABEL, DockerBackend
+from hrbench.envs.docker import LABEL, OWNER_LABEL, DockerBackend, DockerEnvironment
 
 REPO = Path(__file__).resolve().parents[2]
 PODMAN_SH = REPO / "scripts" / "podman.sh"
@@ -62,3 +62,35 @@ def hrbench_containers(backend: DockerBackend, task: str | None = None) -> list[
     shared, and other processes' containers are not this suite's to count."""
     labels = [f"{OWNER_LABEL}={backend.owner}"] + ([f"{LABEL}={task}"] if task else [])
     return [c.id for c in backend.client.containers.list(all=True, filters={"label": labels})]
+
+
+# An agent that holds every process slot of its container and keeps it so: it fills the container with sleepers
+# until a fork is refused, marks that in /tmp, then takes back every slot freed (its own command's too) for as
+# long as it lives. It runs detached (its own session, stdio closed), so the command that starts it returns once
+# the mark is there; nothing it holds ever exits, so no process can start in the container afterwards.
+EXHAUST_PROCESSES = """python3 - <<'PY'
+import os, subprocess, time
+if os.fork():
+    os._exit(0)
+os.setsid()
+null = os.open("/dev/null", os.O_RDWR)
+for fd in (0, 1, 2):
+    os.dup2(null, fd)
+marked = False
+while True:
+    try:
+        subprocess.Popen(["sleep", "600"])
+    except OSError:
+        if not marked:
+            open("/tmp/exhausted", "w").close()
+            marked = True
+        time.sleep(0.001)
+PY
+while [ ! -e /tmp/exhausted ]; do :; done"""
+
+
+def exhaust_processes(environment: DockerEnvironment) -> None:
+    """Run EXHAUST_PROCESSES in `environment` and wait until the slots its command freed are taken back."""
+    started = environment.exec(EXHAUST_PROCESSES, 60)
+    assert started.exit_code == 0 and not started.timed_out, started.output
+    time.sleep(1)  # the forker retakes a freed slot within milliseconds

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from hrbench.protocol import CONDITIONS, CheckpointProtocol
 from hrbench.tasks.harbor import ARTIFACTS_LIMIT_BYTES, ARTIFACTS_MANIFEST
 from hrbench.tasks.loader import load_task
 from tests.conftest import FIXTURES
-from tests.docker.conftest import hrbench_containers
+from tests.docker.conftest import exhaust_processes, hrbench_containers
 
 pytestmark = pytest.mark.slow  # podman, image builds, containers
 
@@ -37,6 +38,7 @@ ln -sf /etc/hostname /app/link.txt
 head -c 5000000 /dev/zero > /app/big.bin
 """
 ARTIFACTS = 'artifacts = ["/app/a.txt", "/app/link.txt", "/app/big.bin"]\n'
+SEALED = FIXTURES / "harbor" / "sealed"  # a separate verifier's task (tests/harbor/test_separate_verifier.py)
 
 
 @pytest.fixture
@@ -139,7 +141,7 @@ def test_a_harbor_multi_step_task_runs_on_docker_as_on_local(backend: DockerBack
 def test_a_separate_verifier_runs_in_its_own_container_on_the_collected_files_only(backend: DockerBackend):
     # tests/fixtures/harbor/sealed: passes only when the answer and the collect hook's snapshot were handed
     # over and the agent's scratch file was not (tests/harbor/test_separate_verifier.py does the same on local)
-    task = load_task(Path(__file__).resolve().parents[1] / "fixtures" / "harbor" / "sealed")
+    task = load_task(SEALED)
     env = backend.start(task, 0)
     try:
         env.run_solution(task.stages[0])
@@ -155,3 +157,65 @@ def test_a_separate_verifier_runs_in_its_own_container_on_the_collected_files_on
     finally:
         env.close()
     assert hrbench_containers(backend) == []
+
+
+# the sealed task's verifier passes only in an image holding the judge's file (which the agent's image lacks)
+JUDGE_CHECK = '[ "$(cat /opt/judge/expected 2>/dev/null)" = 42 ] || { echo "not the judge image"; ok=0; }\n'
+
+
+def test_a_separate_verifier_runs_in_the_image_of_its_verifier_environment(backend: DockerBackend, tmp_path: Path):
+    task_dir = tmp_path / "sealed"
+    shutil.copytree(SEALED, task_dir)
+    test_sh = task_dir / "tests" / "test.sh"
+    test_sh.write_text(test_sh.read_text().replace("ok=1\n", "ok=1\n" + JUDGE_CHECK, 1))
+    # Harbor's layout: tests/Dockerfile builds the verifier's image over the tests/ folder
+    (task_dir / "tests" / "Dockerfile").write_text(
+        f"FROM {backend.base_image}\nRUN mkdir -p /opt/judge && echo 42 > /opt/judge/expected\n"
+        "COPY test.sh /tests/test.sh\n")
+    task = load_task(task_dir)
+    env = backend.start(task, 0)
+    try:
+        env.run_solution(task.stages[0])
+        assert env.exec("cat /opt/judge/expected", 10).exit_code != 0  # the agent's container has no judge
+        check = env.verify(task.stages[0])
+        assert check.passed, check.output
+        # a [verifier.environment] docker_image comes before the Dockerfile (here an image tagged by hand that
+        # the engine has: no registry is reachable)
+        backend.client.images.build(fileobj=io.BytesIO(
+            f"FROM {backend.base_image}\nRUN mkdir -p /opt/judge && echo 42 > /opt/judge/expected\n".encode()),
+            tag="hrbench-test/judge:1", network_mode="none", rm=True, pull=False)
+        (task_dir / "tests" / "Dockerfile").write_text(f"FROM {backend.base_image}\n")  # no judge: unused
+        toml = task_dir / "task.toml"
+        toml.write_text(toml.read_text().replace("[environment]\n", '[verifier.environment]\ndocker_image = '
+                                                                     '"hrbench-test/judge:1"\n\n[environment]\n', 1))
+        task = load_task(task_dir)
+        assert env.verify(task.stages[0]).passed
+        toml.write_text(toml.read_text().replace('docker_image = "hrbench-test/judge:1"\n', "", 1))
+        judged = env.verify(load_task(task_dir).stages[0])  # the tests/Dockerfile without a judge
+        assert not judged.passed and "not the judge image" in judged.output, judged.output
+    finally:
+        env.close()
+    assert hrbench_containers(backend) == []
+
+
+def test_an_agent_that_uses_up_its_container_cannot_touch_a_separate_verifier(backend: DockerBackend):
+    # the agent holds every process slot of its container after its turn: the hooks, the handover and the
+    # verifier run anyway (the agent's container restarted with its workspace, the verifier in a container of
+    # its own), and the stage's verdict is the verifier's on what the agent left, never a verifier error
+    small = DockerBackend(backend.cache_dir, docker_host=backend.docker_host, pids_limit=24)
+    task = load_task(SEALED)
+    env = small.start(task, 0)
+    try:
+        env.run_solution(task.stages[0])
+        exhaust_processes(env)
+        solved = env.verify(task.stages[0])
+        assert solved.passed and solved.error is None and solved.agent_fault is None, solved
+        assert "[[verifier.collect]] 'wc -c < /app/answer.txt > /logs/artifacts/answer-size.txt': exit 0" \
+            in solved.output
+        env.exec("rm /app/answer.txt", 10)
+        exhaust_processes(env)
+        unsolved = env.verify(task.stages[0])
+        assert not unsolved.passed and unsolved.error is None and "no answer" in unsolved.output, unsolved
+    finally:
+        env.close()
+    assert hrbench_containers(small) == []

@@ -12,7 +12,7 @@ import pytest
 from hrbench.envs.local import LocalBackend
 from hrbench.tasks.audit import audit_task
 from hrbench.tasks.loader import load_task
-from hrbench.tasks.model import TaskError
+from hrbench.tasks.model import TaskError, VerifierImage
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "harbor"
 
@@ -108,3 +108,40 @@ def test_a_verifier_environment_implies_separate_and_steps_fall_back_to_the_task
     status = {k.key: (k.status, k.docker) for k in task.support}
     assert status["verifier.environment_mode"] == status["steps[].verifier.environment_mode"] == ("honoured",
                                                                                                  "honoured")
+
+
+def test_a_separate_verifiers_image_is_resolved_as_harbor_resolves_it(tmp_path: Path):
+    ledger = tmp_path / "ledger"
+    shutil.copytree(FIXTURES / "ledger", ledger)
+    toml = ledger / "task.toml"
+    toml.write_text(toml.read_text().replace("[verifier]\n", '[verifier]\nenvironment_mode = "separate"\n', 1))
+    (ledger / "tests" / "Dockerfile").write_text("FROM acme/judge-base:1\nCOPY test.sh /tests/test.sh\n")
+    task = load_task(ledger)
+    # Harbor builds the verifier from the step's tests/ folder when the step has one (`open` has, without a
+    # Dockerfile: its verifier runs on the task's own image), else from the task's tests/
+    assert [s.verifier_image for s in task.stages] == [None,
+                                                       VerifierImage(dockerfile=task.path / "tests" / "Dockerfile")]
+    (ledger / "steps" / "open" / "tests" / "Dockerfile").write_text("FROM acme/judge-base:1\n")
+    assert load_task(ledger).stages[0].verifier_image == VerifierImage(
+        dockerfile=task.path / "steps" / "open" / "tests" / "Dockerfile")
+    # a [verifier.environment] docker_image comes before any Dockerfile, and a step's table before the task's
+    toml.write_text(toml.read_text()
+                    .replace("[environment]\n", '[verifier.environment]\ndocker_image = "acme/judge:1"\n\n'
+                                                '[environment]\n', 1)
+                    .replace("[steps.healthcheck]\n", '[steps.verifier.environment]\ndocker_image = "acme/open:1"\n'
+                                                      'cpus = 2\n\n[steps.healthcheck]\n', 1))
+    task = load_task(ledger)
+    assert [s.verifier_image for s in task.stages] == [VerifierImage(docker_image="acme/open:1"),
+                                                       VerifierImage(docker_image="acme/judge:1")]
+    # each key of a verifier environment has its own row, a step's listed under the task table's names
+    status = {k.key: (k.status, k.docker) for k in task.support}
+    assert status["verifier.environment.docker_image"] == ("ignored", "honoured")
+    assert status["verifier.environment.cpus"] == ("ignored", "ignored")
+    assert "steps[].verifier.environment" in status and "steps[].verifier.environment.cpus" not in status
+    # a shared verifier has no image of its own, whatever tests/ holds
+    toml.write_text(toml.read_text().replace('environment_mode = "separate"\n', "", 1)
+                    .replace('[verifier.environment]\ndocker_image = "acme/judge:1"\n', "", 1))
+    assert load_task(ledger).stages[1].verifier_image is None
+    toml.write_text(toml.read_text().replace('docker_image = "acme/open:1"', "docker_image = 3", 1))
+    with pytest.raises(TaskError, match="docker_image must be an image name"):
+        load_task(ledger)

@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -64,7 +64,7 @@ from hrbench.tasks.harbor import (
     ARTIFACTS_MANIFEST,
     save_artifacts,
 )
-from hrbench.tasks.model import Stage, Task
+from hrbench.tasks.model import Stage, Task, folder_sha256
 
 if TYPE_CHECKING:
     import docker
@@ -512,8 +512,9 @@ class DockerEnvironment(StagedEnvironment):
 
     def verify(self, stage: Stage) -> VerifierResult:
         """Run the stage's [[verifier.collect]] hooks, then its tests: in this container, or (a separate
-        verifier, Harbor's environment_mode = "separate") in a new container of the task's image (e_0)
-        that receives only the collected paths, read out by the image's tar and put in by the engine."""
+        verifier, Harbor's environment_mode = "separate") in a new container of the verifier's image
+        (`DockerBackend.verifier_image`) that receives only the collected paths, read out by the image's tar
+        and put in by the engine."""
         if stage.collect or stage.separate_verifier:
             if not self._stop_agent():
                 return VerifierResult(reward=0.0, passed=False, output="", duration_s=0.0,
@@ -553,11 +554,12 @@ class DockerEnvironment(StagedEnvironment):
         return "".join(f"{n.rstrip()}\n" for n in notes)
 
     def _separate_verifier(self, stage: Stage) -> DockerEnvironment:
-        """A new container of the task's image holding the collected paths of this one (/logs/artifacts, the
-        task's and this stage's artifacts) at their own paths (every agent process is ended already)."""
+        """A new container of the verifier's image holding the collected paths of this one (/logs/artifacts, the
+        task's and this stage's artifacts) at their own paths (every agent process is ended already): what
+        Harbor copies into its separate verifier's environment."""
         paths = list(dict.fromkeys(("/logs/artifacts", *self.task.artifacts, *stage.artifacts)))
         archive = self._tar_out(_HANDOVER, ["out", "-", *paths], "collecting the separate verifier's inputs")
-        verifier = self.backend._container(self.task, self.backend._state_id(self.task, 0))
+        verifier = self.backend._container(self.task, self.backend.verifier_image(self.task, stage))
         try:
             verifier.artifacts_dir = self.artifacts_dir
             if archive.tell():
@@ -827,10 +829,8 @@ class DockerBackend:
         except docker.errors.ImageNotFound:
             return False
 
-    def _dockerfile(self, task: Task) -> str:
-        """The task's Dockerfile with every FROM the engine lacks mapped to the base image."""
-        path = task.path / "environment" / "Dockerfile"
-        text = path.read_text() if path.is_file() else f"FROM {self.base_image}\nWORKDIR {task.workdir}\n"
+    def _dockerfile(self, text: str, path: Path) -> str:
+        """A Dockerfile's `text` (read from `path`) with every FROM the engine lacks mapped to the base image."""
         stages: set[str] = set()
         lines = []
         for line in text.splitlines():
@@ -850,29 +850,35 @@ class DockerBackend:
             lines.append(line)
         return "\n".join(lines) + "\n"
 
-    def _build_task_image(self, task: Task) -> str:
-        """The task's environment/ built with the network off; returns the image id."""
+    def _build_image(self, task: Task, dockerfile: Path, text: str, context: Path | None) -> str:
+        """`text` (the Dockerfile at `dockerfile`, FROMs mapped) built over a copy of the folder `context` (none:
+        an empty one) with the network off; returns the image id."""
         import docker
 
         with tempfile.TemporaryDirectory(prefix="hrbench-build-") as tmp:
-            context = Path(tmp) / "context"
-            env_dir = task.path / "environment"
-            if env_dir.is_dir():
-                shutil.copytree(env_dir, context)
+            copy = Path(tmp) / "context"
+            if context is not None and context.is_dir():
+                shutil.copytree(context, copy)
             else:
-                context.mkdir()
-            (context / "Dockerfile.hrbench").write_text(self._dockerfile(task))
+                copy.mkdir()
+            (copy / "Dockerfile.hrbench").write_text(self._dockerfile(text, dockerfile))
             try:
                 image, _ = self.client.images.build(
-                    path=str(context), dockerfile="Dockerfile.hrbench", rm=True, forcerm=True, pull=False,
+                    path=str(copy), dockerfile="Dockerfile.hrbench", rm=True, forcerm=True, pull=False,
                     network_mode="none", labels={LABEL: task.name})
             except docker.errors.BuildError as exc:
                 lines = "".join(str(c.get("stream", c.get("error", ""))) for c in exc.build_log)
-                raise SandboxError(f"task {task.name!r}: building {env_dir / 'Dockerfile'} failed: {exc}\n"
+                raise SandboxError(f"task {task.name!r}: building {dockerfile} failed: {exc}\n"
                                    f"{lines[-1500:]}") from exc
             except docker.errors.APIError as exc:
-                raise SandboxError(f"task {task.name!r}: building {env_dir / 'Dockerfile'} failed: {exc}") from exc
+                raise SandboxError(f"task {task.name!r}: building {dockerfile} failed: {exc}") from exc
         return image.id
+
+    def _build_task_image(self, task: Task) -> str:
+        """The task's environment/ built; returns the image id."""
+        path = task.path / "environment" / "Dockerfile"
+        text = path.read_text() if path.is_file() else f"FROM {self.base_image}\nWORKDIR {task.workdir}\n"
+        return self._build_image(task, path, text, task.path / "environment")
 
     def _agent_user(self, image: str) -> str:
         """The image's own USER when it names a non-root one, else the sandbox uid 47000."""
@@ -882,8 +888,11 @@ class DockerBackend:
     def checkpoint_state(self, task: Task, stages_done: int) -> str:
         """The image of the oracle state after the first `stages_done` stages, built once and reused."""
         self.check_supported(task)
-        ref = self.state_image(task, stages_done)
-        if ref in self._known:  # checked against its seal once per process
+        return self._cached(self.state_image(task, stages_done), lambda ref: self._build_state(task, stages_done, ref))
+
+    def _cached(self, ref: str, build: Callable[[str], None]) -> str:
+        """`ref`, committed by `build(ref)` unless the engine has it with its seal (checked once per process)."""
+        if ref in self._known:
             return ref
         lock_path = self.cache_dir / "locks" / f"{ref.replace('/', '_').replace(':', '_')}.lock"
         lock_path.parent.mkdir(parents=True, exist_ok=True)
@@ -896,45 +905,87 @@ class DockerBackend:
                 if image_id is not None:
                     self._known[ref] = image_id
                     return ref
-                log.warning("state image %s: %s; rebuilding it", ref, problem)
-            if stages_done == 0:
-                built = self._build_task_image(task)
-                env = self._container(task, built, user="0", sized=False)
-                try:
-                    env.user = self._agent_user(built)
-                    # the workdir and the persisted paths outside it (/output, /logs/artifacts, declared ones),
-                    # the agent user's as local's are; their parents (/logs) stay root's
-                    prep = env.root_exec('user=$1; shift; for d in "$@"; do mkdir -p "$d" && chown -R "$user" "$d" '
-                                         '|| exit 1; done', [env.user, task.workdir, *task.persist], 120)
-                    if prep.exit_code != 0:
-                        raise SandboxError(f"task {task.name!r}: preparing {task.workdir} and {', '.join(task.persist)} "
-                                           f"failed:\n{prep.output[-800:]}")
-                    if task.setup_script is not None:
-                        result = env.exec(task.setup_script.read_text(), task.agent_timeout_sec)
-                        if result.exit_code != 0:
-                            raise SandboxError(f"task {task.name!r}: environment/setup.sh failed:\n"
-                                               f"{result.output[-800:]}")
-                    env._reap_all()
-                    self._commit(env, ref, env.user)
-                finally:
-                    env.close()
-            else:
-                env = self._container(task, self._state_id(task, stages_done - 1), sized=False)
-                try:
-                    stage = task.stages[stages_done - 1]
-                    result = env.run_solution(stage)
-                    check = env.verify(stage)
-                    if not check.passed:
-                        raise SandboxError(
-                            f"task {task.name!r}: replaying the reference solution of stage {stage.name!r} "
-                            f"did not pass its verifier (reward {check.reward}"
-                            f"{'; exit reason verifier_error; ' + check.error if check.error else ''}) on the "
-                            "docker backend; run "
-                            f"`hrbench tasks audit`.\n{result.output[-800:]}\n{check.output[-800:]}")
-                    self._commit(env, ref, env.user)
-                finally:
-                    env.close()
-            return ref
+                log.warning("image %s: %s; rebuilding it", ref, problem)
+            build(ref)
+        return ref
+
+    def _build_state(self, task: Task, stages_done: int, ref: str) -> None:
+        """e_0: the task's image with its workdir and persisted paths and environment/setup.sh run; e_i: e_{i-1}
+        with sigma_i replayed and passing its verifier. Committed as `ref`."""
+        if stages_done == 0:
+            built = self._build_task_image(task)
+            env = self._prepared(task, built)
+            try:
+                if task.setup_script is not None:
+                    result = env.exec(task.setup_script.read_text(), task.agent_timeout_sec)
+                    if result.exit_code != 0:
+                        raise SandboxError(f"task {task.name!r}: environment/setup.sh failed:\n{result.output[-800:]}")
+                env._reap_all()
+                self._commit(env, ref, env.user)
+            finally:
+                env.close()
+            return
+        env = self._container(task, self._state_id(task, stages_done - 1), sized=False)
+        try:
+            stage = task.stages[stages_done - 1]
+            result = env.run_solution(stage)
+            check = env.verify(stage)
+            if not check.passed:
+                raise SandboxError(
+                    f"task {task.name!r}: replaying the reference solution of stage {stage.name!r} "
+                    f"did not pass its verifier (reward {check.reward}"
+                    f"{'; exit reason verifier_error; ' + check.error if check.error else ''}) on the "
+                    "docker backend; run "
+                    f"`hrbench tasks audit`.\n{result.output[-800:]}\n{check.output[-800:]}")
+            self._commit(env, ref, env.user)
+        finally:
+            env.close()
+
+    def _prepared(self, task: Task, image: str) -> DockerEnvironment:
+        """An unsized container of a freshly built `image` whose agent user owns the workdir and the persisted
+        paths outside it (/output, /logs/artifacts, declared ones), as local's are; their parents (/logs) stay
+        root's. The caller commits it."""
+        env = self._container(task, image, user="0", sized=False)
+        try:
+            env.user = self._agent_user(image)
+            prep = env.root_exec('user=$1; shift; for d in "$@"; do mkdir -p "$d" && chown -R "$user" "$d" '
+                                 '|| exit 1; done', [env.user, task.workdir, *task.persist], 120)
+            if prep.exit_code != 0:
+                raise SandboxError(f"task {task.name!r}: preparing {task.workdir} and {', '.join(task.persist)} "
+                                   f"failed:\n{prep.output[-800:]}")
+        except BaseException:
+            env.close()
+            raise
+        return env
+
+    def verifier_image(self, task: Task, stage: Stage) -> str:
+        """The sealed image id a separate verifier of `stage` starts from: its own (`Stage.verifier_image`: a
+        [verifier.environment] docker_image, or a tests/Dockerfile), built once with the workdir and persisted
+        paths as e_0 has them, and reused; else the task's own image e_0."""
+        source = stage.verifier_image
+        if source is None:
+            return self._state_id(task, 0)
+        self.check_supported(task)
+        if source.docker_image is not None:
+            dockerfile, text, context = task.path / "task.toml", f"FROM {source.docker_image}\n", None
+            # the image the name points at now is part of the key: a name retagged is another verifier image
+            origin = f"{source.docker_image} {self.client.images.get(source.docker_image).id}" \
+                if self._has_image(source.docker_image) else source.docker_image
+        else:
+            assert source.dockerfile is not None  # a VerifierImage names one or the other
+            dockerfile, text, context = source.dockerfile, source.dockerfile.read_text(), source.dockerfile.parent
+            origin = folder_sha256(context)  # a changed build context is another image
+        key = hashlib.sha256(f"{self.state_image(task, 0)} verifier {origin}".encode()).hexdigest()
+        ref = f"{self._repo(task)}:verifier-{key[:16]}"
+
+        def build(ref: str) -> None:
+            env = self._prepared(task, self._build_image(task, dockerfile, text, context))
+            try:
+                self._commit(env, ref, env.user)
+            finally:
+                env.close()
+
+        return self._known[self._cached(ref, build)]
 
     def _state_id(self, task: Task, stages_done: int) -> str:
         """The sealed image id of e_{stages_done}: containers start from the id that was checked, never
