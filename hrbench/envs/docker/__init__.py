@@ -212,6 +212,10 @@ def _add_folder(files: dict[str, tuple[bytes | str | None, int]], root: Path, pr
             files[rel] = (path.read_bytes(), 0o755 if os.access(path, os.X_OK) else 0o644)
 
 
+# A read of the container's files is read-only, so it is read again when docker-py garbles its stream.
+_TAR_READS = 3
+
+
 def _tests_tar(task: Task, stage: Stage, top: str, nonce: str) -> bytes:
     """checks.sh, the task's shared tests, then the stage's tests (later files win), under top/tests/,
     and the nonce; top/ is root-only (0700), so the agent reads neither before the tests move to /tests."""
@@ -489,12 +493,21 @@ class DockerEnvironment(StagedEnvironment):
     def _tar_out(self, script: str, args: list[str], what: str) -> io.BytesIO:
         """The tar a root exec of `script` prints on stdout (the image's own tar: symlinks kept as links)."""
         api = self.backend.client.api
-        exec_id = api.exec_create(self.container_id, ["bash", "-c", script, "hrbench", *args], stdout=True,
-                                  stderr=True, user="0")["Id"]
-        out, err = io.BytesIO(), HeadTail(2000)
-        for stdout, stderr in api.exec_start(exec_id, stream=True, demux=True):
-            out.write(stdout or b"")
-            err.add(stderr or b"")
+        for attempt in range(1, _TAR_READS + 1):
+            exec_id = api.exec_create(self.container_id, ["bash", "-c", script, "hrbench", *args], stdout=True,
+                                      stderr=True, user="0")["Id"]
+            out, err = io.BytesIO(), HeadTail(2000)
+            try:
+                for stdout, stderr in api.exec_start(exec_id, stream=True, demux=True):
+                    out.write(stdout or b"")
+                    err.add(stderr or b"")
+                break
+            except ValueError as exc:  # docker-py lost the stream's framing (docker/docker-py#3160): read again
+                if attempt == _TAR_READS:
+                    raise SandboxError(f"container {self.container_id[:12]}: {what}: the engine's output stream "
+                                       f"was garbled {_TAR_READS} times ({exc})") from exc
+                log.warning("container %s: %s: the engine's output stream was garbled (%s); reading again",
+                            self.container_id[:12], what, exc)
         code = api.exec_inspect(exec_id).get("ExitCode")
         if code not in (0, 1):  # 1: a file changed while tar read it (a live agent process), which is fine
             raise SandboxError(f"container {self.container_id[:12]}: {what} with the image's tar failed (exit "
