@@ -47,8 +47,9 @@ FILES = {
     "steps/only/instruction.md": "Write seed + 1 into answer.txt.\n",
     "steps/only/solution/solve.sh": "#!/bin/bash\n# hrbench:key-begin\necho $(( $(cat seed.txt) + 1 )) > answer.txt\n"
                                     "# hrbench:key-end\n",
-    "steps/only/tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\n"
-                                '[ "$(cat /app/answer.txt)" = 42 ] && echo 1 > /logs/verifier/reward.txt '
+    # the harness makes /logs/verifier (Harbor's contract): the check is the same work as the other
+    # runners' in benchmarks/vs_inspect.py, one `cat`, its answer written as the reward
+    "steps/only/tests/test.sh": '#!/bin/bash\n[ "$(cat /app/answer.txt)" = 42 ] && echo 1 > /logs/verifier/reward.txt '
                                 "|| echo 0 > /logs/verifier/reward.txt\n",
 }
 

@@ -2,9 +2,10 @@
 
 A state (a checkpoint state `after-N`, an agent's saved workspace) is a directory tree in the
 backend's cache. `seal` records the sha256 of its content beside it (`<state>.sha256`); `check`
-re-hashes it and says what differs. The local backend checks a state every time it copies one
-into a trial (a mismatch rebuilds a checkpoint state and is logged), and `hrbench verify` checks
-every state in an output directory's cache, naming each one that no longer matches.
+re-hashes it and says what differs. The local backend checks a state every time it starts a trial
+from one (a mismatch rebuilds a checkpoint state and is logged; `SealChecks` re-reads the bytes only
+when an entry's inode, size, times or metadata changed since they last matched), and `hrbench verify`
+checks every state in an output directory's cache, naming each one that no longer matches.
 
 The hash covers every entry's relative path, type, permission bits, owner, and its bytes (files)
 or target (symlinks); modification times are left out (a copy keeps them, a rebuild does not).
@@ -16,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,16 +53,60 @@ def tree_sha256(root: Path) -> str:
     return digest.hexdigest()
 
 
-def tmpfs_bytes(root: Path) -> int:
-    """What a copy of the tree at `root` takes on a tmpfs: its regular files' bytes in whole pages
-    (directories and symlinks take none there). Nothing is followed."""
-    total = 0
-    for folder, _, files in os.walk(root):
-        for name in files:
-            info = os.lstat(os.path.join(folder, name))
-            if stat.S_ISREG(info.st_mode):
-                total += -(-info.st_size // _PAGE) * _PAGE
-    return total
+_RACY_S = 0.1  # longer than a timestamp tick: an entry changed after the metadata was read gets a newer ctime
+
+
+def tree_metadata(root: Path) -> tuple[str, int, float]:
+    """(a digest of every entry's path, inode, type, mode, owner, size, mtime and ctime, and of its
+    seal record's; what a copy of the tree takes on a tmpfs (its regular files' bytes in whole pages); the newest ctime), read
+    with lstat only. Writing, truncating, replacing or re-moding any entry changes its ctime, which
+    only the clock can set: a tree whose metadata digest is unchanged has unchanged bytes."""
+    digest = hashlib.sha256()
+    total, newest = 0, 0.0
+
+    def entry(path: str, rel: str) -> None:
+        nonlocal total, newest
+        info = os.lstat(path)
+        digest.update(f"{rel}\0{info.st_ino}\0{info.st_mode:o}\0{info.st_uid}:{info.st_gid}\0{info.st_size}\0"
+                      f"{info.st_mtime_ns}\0{info.st_ctime_ns}\n".encode("utf-8", "surrogateescape"))
+        newest = max(newest, info.st_ctime)
+        if stat.S_ISREG(info.st_mode) and rel != RECORD_SUFFIX:
+            total += -(-info.st_size // _PAGE) * _PAGE
+
+    try:
+        entry(str(record_path(root)), RECORD_SUFFIX)
+    except FileNotFoundError:
+        digest.update(b"no record\n")
+    entry(str(root), ".")
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files + dirs):
+            path = os.path.join(folder, name)
+            entry(path, os.path.relpath(path, root))
+    return digest.hexdigest(), total, newest
+
+
+class SealChecks:
+    """`check` for states used again and again by one process: the bytes are re-hashed only when the
+    tree's metadata (`tree_metadata`) differs from when they last matched the seal, or changed too
+    recently to be told apart. Every call still looks at every entry's metadata."""
+
+    def __init__(self) -> None:
+        self._matched: dict[Path, str] = {}
+        self._lock = threading.Lock()
+
+    def check(self, state: Path) -> tuple[str | None, int]:
+        """(what is wrong, None when `state` matches its seal; what a copy of it takes on a tmpfs)."""
+        started = time.time()
+        key, size, newest = tree_metadata(state)
+        with self._lock:
+            if self._matched.get(state) == key:
+                return None, size
+        problem = check(state)
+        if problem is None and newest < started - _RACY_S:
+            with self._lock:
+                self._matched[state] = key
+        return problem, size
 
 
 def record_path(state: Path) -> Path:

@@ -561,6 +561,8 @@ def save_artifacts(found: list[tuple[str, Path]], dest: Path, limit_bytes: int =
     copy would block or read a device). A file that would pass the limit is recorded as `over_limit`
     and the walk goes on, so small files after a large one are still kept. A path an artifact's
     `exclude` matches (`excluded`) is listed, never copied."""
+    if not found:  # nothing to list: no folder (most stage-trials of a study have no artifacts)
+        return []
     dest = Path(dest)
     entries: list[SavedArtifact] = []
     used = 0

@@ -121,3 +121,33 @@ def test_the_overlay_workspace_holds_what_a_copy_of_the_state_would(tmp_path: Pa
         assert 7 << 20 < int(used.output.split()[-1]) <= 8 << 20, used.output  # state and writes: 8 MB
     finally:
         env.close()
+
+
+def test_a_state_matched_before_is_hashed_again_once_anything_in_it_changed(tmp_path: Path, monkeypatch):
+    """`SealChecks` skips re-reading a state's bytes only while no entry's metadata changed: an edit
+    that keeps the size and puts the modification time back (ctime still moves) is caught."""
+    monkeypatch.setattr(states, "_RACY_S", -60.0)  # trust a match however recent: the memo is what is tested
+    hashed: list[Path] = []
+    real_check = states.check
+    monkeypatch.setattr(states, "check", lambda state: hashed.append(state) or real_check(state))
+    backend = LocalBackend(tmp_path / "cache")
+    task = load_task(TINY_TASK)
+    state = backend.checkpoint_state(task, 1)
+    hashed.clear()
+    for _ in range(3):
+        env = backend.start(task, 1)
+        env.close()
+    assert hashed == []  # matched before, metadata unchanged: no byte read again
+
+    target = state / "work" / "a.txt"
+    info = target.stat()
+    data = bytearray(target.read_bytes())
+    data[0] ^= 1
+    target.write_bytes(bytes(data))
+    os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))  # same size, same mtime: only ctime moved
+    env = backend.start(task, 1)
+    try:
+        assert env.exec("cat a.txt", 10).output.strip() == "4"  # rebuilt, not the edited bytes
+    finally:
+        env.close()
+    assert hashed and hashed[0] == state

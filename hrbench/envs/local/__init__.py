@@ -8,13 +8,13 @@ solve.sh and test, to the agent.
 from __future__ import annotations
 
 import fcntl
-import functools
 import logging
 import os
 import select
 import shutil
 import stat
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -129,17 +129,14 @@ def _harness_dir(path: Path) -> None:
     os.chmod(path, 0o711)
 
 
-@functools.cache
-def _toolchain() -> Path:
-    """The verifier toolchain folder (in the sandbox area, root-owned, read-only bound): `python` and the bare
-    `pytest` command most published Harbor verifiers call (Debian's is `pytest-3`)."""
-    folder = sandbox_area() / "verifier-bin"
-    folder.mkdir(mode=0o755, exist_ok=True)
+def _toolchain() -> list[str]:
+    """bwrap arguments for the verifier toolchain folder: `python` and the bare `pytest` command most
+    published Harbor verifiers call (Debian's is `pytest-3`), as symlinks on the sandbox's own root
+    (read-only once built): no bind, so no mount-table walk by bwrap."""
+    args = ["--dir", VERIFIER_TOOLCHAIN]
     for name, target in (("python", "/usr/bin/python3"), ("pytest", "/usr/bin/pytest-3")):
-        link = folder / name
-        if not link.is_symlink():
-            link.symlink_to(target)
-    return folder
+        args += ["--symlink", target, f"{VERIFIER_TOOLCHAIN}/{name}"]
+    return args
 
 
 def run_confined(argv: list[str], stdin: str, timeout_s: float, cgroup: TrialCgroup | None,
@@ -433,7 +430,7 @@ class LocalEnvironment(StagedEnvironment):
         sources = [library, *([] if shared is None else [shared]), stage.tests]
         # the check library and the tests: staged once per content, bound read-only
         with _TESTS.staged(fingerprint(*sources), build) as tests:
-            tmp = area_tempdir("verify")
+            tmp = self._verification_folder()
             try:
                 logs = tmp / "logs"
                 logs.mkdir()
@@ -443,8 +440,7 @@ class LocalEnvironment(StagedEnvironment):
                     sandbox_owner(logs)
                     if any((logs / "verifier").iterdir()):
                         raise SandboxError(f"{logs}/verifier is not empty before the verifier runs")
-                    extra = ["--ro-bind", str(tests), "/tests", "--bind", str(logs), "/logs",
-                             "--ro-bind", str(_toolchain()), VERIFIER_TOOLCHAIN]
+                    extra = ["--ro-bind", str(tests), "/tests", "--bind", str(logs), "/logs", *_toolchain()]
                     # No PYTHONSAFEPATH here: Harbor verifiers run `python -m pytest` from WORKDIR and import the
                     # agent's modules on purpose. hrbench's own check library (checks.sh) sets it for itself.
                     env = task_env(self.task, self.task.verifier_env, stage.verifier_env, where="[verifier.env]")
@@ -480,6 +476,16 @@ class LocalEnvironment(StagedEnvironment):
             error=error,
             agent_fault=agent_fault,
         )
+
+    def _verification_folder(self) -> Path:
+        """A folder for one verification's /logs mount: on the trial's own tmpfs when it has one (the
+        harness's, 0711, never bound into a sandbox; removed with the trial even after a crash), so a
+        verification creates and removes no directory on the host's disk; else in the sandbox area."""
+        if not (self._mounted and self._owns):
+            return area_tempdir("verify")
+        folder = Path(tempfile.mkdtemp(prefix="verify-", dir=self._mount_point))
+        os.chmod(folder, 0o711)
+        return folder
 
     def _agent_fault(self, before: dict[str, int], after: dict[str, int]) -> str | None:
         """Why a verifier that left no reward could not, when the agent caused it: the verifier runs
@@ -615,6 +621,8 @@ class LocalBackend:
         self._locks: dict[str, threading.Lock] = {}
         self._hashes: dict[int, tuple[Task, str]] = {}
         self._guard = threading.Lock()
+        self._seals = states.SealChecks()
+        self._state_bytes: dict[Path, int] = {}  # what a copy of a checked state takes on a tmpfs
 
     @property
     def scratch_dir(self) -> Path:
@@ -667,15 +675,17 @@ class LocalBackend:
         Sealed with its content hash when built (states.seal) and checked at every reuse: a state that
         no longer matches (edited from outside) is logged and rebuilt."""
         self.check_supported(task)
-        self._cache("states")
         target = self._state_dir(task, stages_done)
+        if target in self._state_bytes and self._checked(target) is None:
+            return target  # built and matched before: no build lock needed to use it again
+        self._cache("states")
         target.parent.mkdir(parents=True, exist_ok=True)
         # A thread lock for this process and a file lock for other processes (Dagster's
         # multiprocess executor runs partitions of the same task side by side).
         with self._lock(str(target)), open(target.with_name(target.name + ".lock"), "w") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
             if target.is_dir() and not target.is_symlink():
-                problem = states.check(target)
+                problem = self._checked(target)
                 if problem is None:
                     return target
                 log.warning("checkpoint state %s: %s; rebuilding it", target, problem)
@@ -700,7 +710,18 @@ class LocalBackend:
                 states.seal(target, sha256)  # a crash before this: no record, so the state is rebuilt
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
+            if self._checked(target) is not None:
+                raise SandboxError(f"checkpoint state {target} does not match the seal it was just given")
             return target
+
+    def _checked(self, state: Path) -> str | None:
+        """What is wrong with a cached state (None: it matches its seal); notes what a copy of it takes."""
+        try:
+            problem, size = self._seals.check(state)
+        except OSError as exc:
+            return f"cannot be read: {exc}"
+        self._state_bytes[state] = size
+        return problem
 
     def _replay(self, task: Task, stages_done: int, building: Path) -> None:
         env = LocalEnvironment(task, building, owns_workspace=False, limits=self.limits)
@@ -775,7 +796,7 @@ class LocalBackend:
                 raise SandboxError(f"task {task.name!r}: no saved agent state {state!r} under {snapshot.parent} "
                                    "(its prefix rollout is journaled but the cache was cleared?); remove the study's "
                                    "prefix journal of this agent and task so its prefix_rollouts run again")
-            problem = states.check(snapshot)
+            problem = self._checked(snapshot)
             if problem is not None:  # the agent's own state cannot be rebuilt: refuse it
                 raise SandboxError(f"task {task.name!r}: saved agent state {snapshot}: {problem}; remove it and the "
                                    "study's prefix journal of this agent and task so its prefix_rollouts run again")
@@ -784,7 +805,7 @@ class LocalBackend:
         # The overlay's upper layer gets what a copy of the state would have left free, so that the
         # workspace (state and writes) holds at most `workspace_mb`, as with a copy
         mounted = mount_sized_tmpfs(outer, self.limits.workspace_mb, harness_owned=True,
-                                    reserved=states.tmpfs_bytes(snapshot))
+                                    reserved=self._state_bytes[snapshot])
         root = _overlay_state(snapshot, outer) if mounted else None
         if root is None:  # no overlay (not root, or the kernel refused it): a private copy, full size
             if mounted:

@@ -91,7 +91,9 @@ def _tool(name: str) -> str:
     return path
 
 
+@functools.cache
 def bwrap_available() -> bool:
+    """bwrap is installed (looked up once per process: every trial's start asks)."""
     return shutil.which("bwrap", path=SANDBOX_PATH) is not None
 
 
@@ -250,6 +252,13 @@ def cgroup_bases(proc_cgroup: str, mountinfo: str) -> dict[str, Path]:
     return bases
 
 
+@functools.cache
+def _join_file(base: Path) -> str:
+    """The file of a child group of `base` that a process joins by: `tasks` in a v1 hierarchy,
+    `cgroup.procs` in v2 (the same for every group of a hierarchy: looked at once)."""
+    return "cgroup.procs" if (base / "cgroup.controllers").exists() else "tasks"
+
+
 CONTROLLERS = ("memory", "pids", "cpu")
 _CPU_PERIOD_US = 100_000
 _POOL_SIZE = 32  # emptied cgroups kept for reuse: creating and removing a memory cgroup is slow
@@ -332,9 +341,7 @@ class TrialCgroup:
         """The files a single-threaded process writes "0" into to join the trial: a v1 group's
         `tasks` (a thread moving itself skips the global lock, whose RCU grace period made every
         `cgroup.procs` write wait 5-9 ms, docs/security.md), a v2 group's `cgroup.procs`."""
-        files = {str(group / "tasks") if (group / "tasks").exists() else str(group / "cgroup.procs")
-                 for group in self.dirs.values()}
-        return sorted(files)
+        return sorted({str(group / _join_file(group.parent)) for group in self.dirs.values()})
 
     def limit_events(self) -> dict[str, int]:
         """How often the trial's processes have met its bounds so far: OOM kills (memory) and refused
@@ -370,10 +377,15 @@ class TrialCgroup:
         inside can move (listing a v1 cgroup's members is the costly part of emptying a trial)."""
         for group in self.dirs.values():
             try:
-                with open(group / "cgroup.procs", "rb") as members:
-                    return not members.read(64).strip()
+                fd = os.open(group / "cgroup.procs", os.O_RDONLY | os.O_CLOEXEC)
             except OSError:
                 continue
+            try:
+                return not os.read(fd, 64).strip()
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
         return True
 
     def kill(self, timeout_s: float = 10.0) -> bool:
@@ -537,12 +549,18 @@ def sandbox_owner(path: Path) -> None:
             os.lchown(os.path.join(root, name), SANDBOX_UID, SANDBOX_GID)
 
 
+# areas found to be ours: in /tmp (sticky) no other uid can replace a directory of the harness's
+_checked_areas: set[Path] = set()
+
+
 def sandbox_area() -> Path:
     """A directory the sandbox uid can traverse, for workspaces and staging (bwrap resolves its
     bind sources as that uid, so they cannot live under an unreadable /root)."""
     import tempfile
 
     area = Path(tempfile.gettempdir()) / f"hrbench-sandbox-{os.geteuid()}"
+    if area in _checked_areas and os.path.isdir(area):  # checked once per process (every trial asks)
+        return area
     try:
         area.mkdir(mode=0o711, exist_ok=True)
         info = area.lstat()
@@ -553,6 +571,7 @@ def sandbox_area() -> Path:
                            "remove it (someone else may have planted it) and run again")
     if privileged() and stat.S_IMODE(info.st_mode) != 0o711:
         os.chmod(area, 0o711)
+    _checked_areas.add(area)
     return area
 
 
