@@ -7,6 +7,7 @@ solve.sh and test, to the agent.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -139,16 +140,24 @@ def _toolchain() -> list[str]:
     return args
 
 
+def start_confined(argv: list[str], pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
+    """Start a confined command (`confined_argv`), its stdin and output on pipes: `run_confined` feeds and drains it."""
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True, env=LAUNCH_ENV, cwd="/", pass_fds=pass_fds)
+
+
 def run_confined(argv: list[str], stdin: str, timeout_s: float, cgroup: TrialCgroup | None,
-                 output_limit: int = EXEC_OUTPUT_LIMIT, pass_fds: tuple[int, ...] = ()) -> ExecResult:
-    """Run a confined command, feeding it `stdin`; its output is kept head and tail only.
+                 output_limit: int = EXEC_OUTPUT_LIMIT, pass_fds: tuple[int, ...] = (),
+                 started: subprocess.Popen | None = None) -> ExecResult:
+    """Run a confined command, feeding it `stdin`; its output is kept head and tail only. `started`: the
+    command already started (`start_confined`, a sandbox prewarmed and released just now); its
+    timeout counts from this call.
 
     When it returns, the command's process tree is gone or going: bwrap's pid namespace dies with
     its main child (or with bwrap, on a timeout). Callers that must be sure (verify) empty the
     trial's cgroup afterwards; doing it here would also end a persistent shell of the same trial."""
     start = time.monotonic()
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True, env=LAUNCH_ENV, cwd="/", pass_fds=pass_fds)
+    proc = started or start_confined(argv, pass_fds)
     buf = HeadTail(output_limit // 2)
     pending = memoryview(stdin.encode("utf-8", errors="surrogateescape"))
     out_fd, in_fd = proc.stdout.fileno(), proc.stdin.fileno()
@@ -220,6 +229,33 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+class _WarmVerifier:
+    """A verifier sandbox made for one stage: its folder (for /logs), what it holds open (the staged
+    tests), its command line and, when prewarmed, its process held by bwrap's --block-fd before the
+    command runs (`go` lets it run)."""
+
+    def __init__(self, stage: Stage, root: Path, folder: Path):
+        self.stage, self.root, self.folder = stage, root, folder
+        self.logs = folder / "logs"
+        self.mounted_logs = False
+        self.resources = contextlib.ExitStack()
+        self.argv: list[str] = []
+        self.proc: subprocess.Popen | None = None
+        self.go: int | None = None  # write end of the hold: one byte lets the command run
+        self.go_read: int | None = None
+
+    def release(self) -> subprocess.Popen | None:
+        """Let a prewarmed sandbox's command run (None when it was not prewarmed: start it now)."""
+        if self.go is not None:
+            try:
+                os.write(self.go, b"1")
+            except BrokenPipeError:  # bwrap already gave up (its error is in its output)
+                pass
+            os.close(self.go)
+            self.go = None
+        return self.proc
+
+
 class LocalEnvironment(StagedEnvironment):
     """A live workspace; every exec is a fresh sandboxed process over the same files.
 
@@ -243,6 +279,7 @@ class LocalEnvironment(StagedEnvironment):
         self._verifier_cgroup: TrialCgroup | None = None
         self._netns: int | None = None  # the trial's network namespace fd (-1: none could be made)
         self._begun: set[int] = set()  # stages whose workdir files, setup.sh and healthcheck ran
+        self._warm: _WarmVerifier | None = None  # the current stage's verifier sandbox, prewarmed
         self.artifacts_dir: Path | None = None  # where verify() copies artifacts (per stage), when set
 
     def _confined(self, command: list[str], group: TrialCgroup, extra: list[str] | None = None,
@@ -415,57 +452,45 @@ class LocalEnvironment(StagedEnvironment):
                 raise SandboxError(f"task {self.task.name!r}: {what} the separate verifier's inputs failed "
                                    f"(exit {run.exit_code}):\n{run.output[-800:]}")
 
-    def _verify_in(self, stage: Stage, root: Path) -> VerifierResult:
-        """Bind the stage's tests (read-only), run them over the trial directory `root`, read the reward."""
-        library, shared = CHECK_LIBRARY, self.task.shared_tests
-
-        def build(tests: Path) -> None:
-            tests.mkdir()
-            shutil.copy(library, tests / "checks.sh")
-            if shared is not None:
-                shutil.copytree(shared, tests, dirs_exist_ok=True)
-            shutil.copytree(stage.tests, tests, dirs_exist_ok=True)
-            os.chmod(tests, 0o755)
-
-        sources = [library, *([] if shared is None else [shared]), stage.tests]
-        # the check library and the tests: staged once per content, bound read-only
-        with _TESTS.staged(fingerprint(*sources), build) as tests:
-            tmp = self._verification_folder()
+    def begin_stage(self, stage: Stage) -> None:
+        """The stage's set-up (StagedEnvironment.begin_stage), then its verifier's sandbox prewarmed: made
+        now, while the agent works, and held before its command (`_WarmVerifier`)."""
+        fresh = stage.index not in self._begun
+        super().begin_stage(stage)
+        if fresh and not stage.separate_verifier and self._warm is None:
             try:
-                logs = tmp / "logs"
-                logs.mkdir()
-                mounted_logs = mount_sized_tmpfs(logs, self.limits.tmp_mb)
-                try:
-                    (logs / "verifier").mkdir()
-                    sandbox_owner(logs)
-                    if any((logs / "verifier").iterdir()):
-                        raise SandboxError(f"{logs}/verifier is not empty before the verifier runs")
-                    extra = ["--ro-bind", str(tests), "/tests", "--bind", str(logs), "/logs", *_toolchain()]
-                    # No PYTHONSAFEPATH here: Harbor verifiers run `python -m pytest` from WORKDIR and import the
-                    # agent's modules on purpose. hrbench's own check library (checks.sh) sets it for itself.
-                    env = task_env(self.task, self.task.verifier_env, stage.verifier_env, where="[verifier.env]")
-                    env["PATH"] = f"{VERIFIER_TOOLCHAIN}:{env.get('PATH', SANDBOX_PATH)}"
-                    timeout = stage.verifier_timeout_sec or self.task.verifier_timeout_sec
-                    group = self.verifier_cgroup
-                    argv = self._confined(["/bin/bash", "/tests/test.sh"], group, extra, root=root, nested_userns=True,
-                                          env=env)
-                    events = group.limit_events()
-                    result = run_confined(argv, "", timeout, group, VERIFIER_OUTPUT_LIMIT, pass_fds=self._fds)
-                    if not group.kill():
-                        raise SandboxError("the verifier's processes could not be killed; its reward is not read")
-                    agent_fault = None
-                    rewards, reward, error = score_rewards(logs / "verifier")
-                    if error is not None:
-                        agent_fault = self._agent_fault(events, group.limit_events())
-                    if result.timed_out and error is not None:
-                        error = f"the verifier timed out after {timeout:g}s ([verifier] timeout_sec); {error}"
-                    if agent_fault is not None:
-                        agent_fault, error = f"{agent_fault}; the verifier gave no reward ({error})", None
-                finally:
-                    if mounted_logs:
-                        unmount(logs)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
+                self._warm = self._verifier_sandbox(stage, self.root, warm=True)
+            except (OSError, SandboxError) as exc:  # made again, unwarmed, when the stage is verified
+                log.debug("prewarming the verifier of %s failed: %s", stage.name, exc)
+
+    def _verify_in(self, stage: Stage, root: Path) -> VerifierResult:
+        """Run the stage's tests (bound read-only) over the trial directory `root`, read the reward: in the
+        sandbox prewarmed for this stage when there is one, else in one made now."""
+        warm, self._warm = self._warm, None
+        if warm is not None and (warm.root != root or (warm.stage is not stage and warm.stage != stage)):
+            self._discard(warm)
+            warm = None
+        box = warm or self._verifier_sandbox(stage, root, warm=False)
+        group = self.verifier_cgroup
+        timeout = stage.verifier_timeout_sec or self.task.verifier_timeout_sec
+        try:
+            if any((box.logs / "verifier").iterdir()):
+                raise SandboxError(f"{box.logs}/verifier is not empty before the verifier runs")
+            events = group.limit_events()
+            result = run_confined(box.argv, "", timeout, group, VERIFIER_OUTPUT_LIMIT, pass_fds=self._fds,
+                                  started=box.release())
+            if not group.kill():
+                raise SandboxError("the verifier's processes could not be killed; its reward is not read")
+            agent_fault = None
+            rewards, reward, error = score_rewards(box.logs / "verifier")
+            if error is not None:
+                agent_fault = self._agent_fault(events, group.limit_events())
+            if result.timed_out and error is not None:
+                error = f"the verifier timed out after {timeout:g}s ([verifier] timeout_sec); {error}"
+            if agent_fault is not None:
+                agent_fault, error = f"{agent_fault}; the verifier gave no reward ({error})", None
+        finally:
+            self._discard(box)
         return VerifierResult(
             reward=reward,
             passed=error is None and reward >= 1.0 - 1e-9,
@@ -476,6 +501,77 @@ class LocalEnvironment(StagedEnvironment):
             error=error,
             agent_fault=agent_fault,
         )
+
+    def _verifier_sandbox(self, stage: Stage, root: Path, warm: bool) -> _WarmVerifier:
+        """The stage's verifier sandbox over `root`: its tests staged (the check library and the stage's
+        tests, once per content) and bound read-only, a fresh sized /logs, its command line; with `warm`,
+        also started and held before its command (bwrap's --block-fd) until `release`."""
+        library, shared = CHECK_LIBRARY, self.task.shared_tests
+
+        def build(tests: Path) -> None:
+            tests.mkdir()
+            shutil.copy(library, tests / "checks.sh")
+            if shared is not None:
+                shutil.copytree(shared, tests, dirs_exist_ok=True)
+            shutil.copytree(stage.tests, tests, dirs_exist_ok=True)
+            os.chmod(tests, 0o755)
+
+        box = _WarmVerifier(stage, root, self._verification_folder())
+        try:
+            tests = box.resources.enter_context(
+                _TESTS.staged(fingerprint(library, *([] if shared is None else [shared]), stage.tests), build))
+            box.logs.mkdir()
+            box.mounted_logs = mount_sized_tmpfs(box.logs, self.limits.tmp_mb)
+            (box.logs / "verifier").mkdir()
+            sandbox_owner(box.logs)
+            extra = ["--ro-bind", str(tests), "/tests", "--bind", str(box.logs), "/logs", *_toolchain()]
+            if warm:
+                box.go_read, box.go = os.pipe()
+                extra += ["--block-fd", str(box.go_read)]
+            # No PYTHONSAFEPATH here: Harbor verifiers run `python -m pytest` from WORKDIR and import the
+            # agent's modules on purpose. hrbench's own check library (checks.sh) sets it for itself.
+            env = task_env(self.task, self.task.verifier_env, stage.verifier_env, where="[verifier.env]")
+            env["PATH"] = f"{VERIFIER_TOOLCHAIN}:{env.get('PATH', SANDBOX_PATH)}"
+            box.argv = self._confined(["/bin/bash", "/tests/test.sh"], self.verifier_cgroup, extra, root=root,
+                                      nested_userns=True, env=env)
+            if warm:
+                box.proc = start_confined(box.argv, (*self._fds, box.go_read))
+                os.close(box.go_read)
+                box.go_read = None
+        except BaseException:
+            self._discard(box)
+            raise
+        return box
+
+    def _discard(self, box: _WarmVerifier) -> None:
+        """End a verifier sandbox and remove what was made for it. A sandbox still held is killed
+        before its hold is let go (closing the hold alone would let its command run)."""
+        if box.proc is not None and box.go is not None:
+            self.verifier_cgroup.kill()
+            _kill_group(box.proc)
+        for fd in (box.go, box.go_read):
+            if fd is not None:
+                os.close(fd)
+        box.go = box.go_read = None
+        if box.proc is not None:
+            for stream in (box.proc.stdout, box.proc.stdin):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        try:
+            if box.mounted_logs:
+                unmount(box.logs)
+        finally:
+            box.resources.close()
+            shutil.rmtree(box.folder, ignore_errors=True)
+
+    def discard_prewarmed(self) -> None:
+        """End the verifier sandbox prewarmed for the current stage, if any (the trial's directory is
+        about to be replaced, or the trial ends)."""
+        warm, self._warm = self._warm, None
+        if warm is not None:
+            self._discard(warm)
 
     def _verification_folder(self) -> Path:
         """A folder for one verification's /logs mount: on the trial's own tmpfs when it has one (the
@@ -553,6 +649,7 @@ class LocalEnvironment(StagedEnvironment):
 
     def close(self) -> None:
         """End every process of the environment, release its cgroups, remove the trial directory if owned."""
+        self.discard_prewarmed()
         self.stop_agent_processes()
         for group in (self._cgroup, self._verifier_cgroup):
             if group is not None:
@@ -833,6 +930,7 @@ class LocalBackend:
     def restore(self, env: LocalEnvironment, stages_done: int) -> None:
         """State repair: replace the workspace contents by the oracle state e_{stages_done}."""
         snapshot = self.checkpoint_state(env.task, stages_done)
+        env.discard_prewarmed()  # its binds hold the directories about to be replaced
         env.stop_agent_processes()
         clear_dir(env.root)
         copy_tree(snapshot, env.root)
