@@ -46,20 +46,25 @@ def test_the_containers_of_a_killed_harness_are_swept_by_the_next_backend(backen
     client = backend.client
     made = [orphan]
 
-    def container(labels: dict[str, str]) -> str:
-        made.append(client.api.create_container(backend.base_image, ["true"], labels=labels)["Id"])
+    def container(labels: dict[str, str], name: str | None = None) -> str:
+        made.append(client.api.create_container(backend.base_image, ["true"], labels=labels, name=name)["Id"])
         return made[-1]
 
     try:
         keep = {
-            container({}),  # not ours
-            container({OWNER_LABEL: owners.owner_label("live")}),  # this process: alive
+            container({}, f"{owners.CONTAINER_PREFIX}{token}-unlabelled"),  # not ours
+            container({OWNER_LABEL: owners.owner_label("live")}, f"{owners.CONTAINER_PREFIX}{token}-live"),
             # the dead harness's pid, judged by another host or pid namespace, means nothing here
-            container({OWNER_LABEL: f"{'0' * len(boot)}.{namespace}.{pid}.{started}.{token}"}),
-            container({OWNER_LABEL: f"{boot}.0.{pid}.{started}.{token}"}),
+            container({OWNER_LABEL: f"{'0' * len(boot)}.{namespace}.{pid}.{started}.{token}"},
+                      f"{owners.CONTAINER_PREFIX}{token}-elsewhere"),
+            container({OWNER_LABEL: f"{boot}.0.{pid}.{started}.{token}"}, f"{owners.CONTAINER_PREFIX}{token}-other-ns"),
+            # the dead harness's label, on a container a backend did not make (it inherits the labels of a
+            # state image committed by that harness)
+            container({OWNER_LABEL: label}),
         }
         # this process's pid with another start time: a process that held the pid before this one, gone
-        reused = container({OWNER_LABEL: f"{boot}.{namespace}.{os.getpid()}.0.{token}"})
+        reused = container({OWNER_LABEL: f"{boot}.{namespace}.{os.getpid()}.0.{token}"},
+                           f"{owners.CONTAINER_PREFIX}{token}-reused")
         monkeypatch.setattr(owners, "_swept", set())  # as in a new process
         with caplog.at_level(logging.WARNING, logger=owners.__name__):
             DockerBackend(backend.cache_dir, docker_host=backend.docker_host).client  # noqa: B018 - sweeps

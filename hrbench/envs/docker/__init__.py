@@ -57,7 +57,7 @@ from hrbench.envs.base import (
     score_rewards,
     task_env,
 )
-from hrbench.envs.docker.owners import OWNER_LABEL, owner_label, sweep_dead_owners
+from hrbench.envs.docker.owners import CONTAINER_PREFIX, OWNER_LABEL, owner_label, sweep_dead_owners
 from hrbench.envs.shell import PersistentShell
 from hrbench.harness.truncation import HeadTail
 from hrbench.tasks.harbor import (
@@ -1020,9 +1020,7 @@ class DockerBackend:
         # no pause: every agent process is dead by now (nothing writes), and runc's freezer can fail
         # under load ("pausing container ... to commit"), which would fail the whole state build
         image_id = self.client.api.commit(env.container_id, repository=repo, tag=tag, pause=False,
-                                          conf={"Labels": {LABEL: env.task.name, f"{LABEL}.user": user,
-                                                           # no owner: a container of the image is not that one's
-                                                           OWNER_LABEL: ""}})["Id"]
+                                          conf={"Labels": {LABEL: env.task.name, f"{LABEL}.user": user}})["Id"]
         image_id = image_id if image_id.startswith("sha256:") else f"sha256:{image_id}"
         self._seal(ref, image_id)
         self._known[ref] = image_id
@@ -1068,7 +1066,7 @@ class DockerBackend:
             security_opt=["no-new-privileges"], log_config={"Type": "none", "Config": {}},
         )
         # named, so that it can be removed even when the engine made it but its answer never came (a timeout)
-        name = f"hrbench-{secrets.token_hex(12)}"
+        name = f"{CONTAINER_PREFIX}{secrets.token_hex(12)}"
         try:
             container_id = api.create_container(
                 image, entrypoint=_MAIN[:1], command=_MAIN[1:], user="0", environment=_ENV, name=name,

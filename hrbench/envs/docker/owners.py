@@ -6,7 +6,7 @@ the harness process that made it, that process's start time (field 22 of /proc/P
 since boot: a pid reused by a later process has another), and a random token of the backend (a process
 may hold several). A harness killed with its containers alive (SIGKILL, a test timeout) cannot remove
 them; the first backend of a later process on the same engine does (`sweep_dead_owners`), removing every
-container whose owner is a dead process of its own boot and pid namespace. Containers of live owners,
+container of its name (CONTAINER_PREFIX) whose owner is a dead process of its own boot and pid namespace. Containers of live owners,
 of another host or boot, of another pid namespace (a harness in a container), and those whose label is
 not of this form are never touched. State images are a cache and stay."""
 
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OWNER_LABEL = "org.hrbench.backend"
+# The name of every container a backend makes starts so. An image committed from a container keeps its labels
+# (podman), the owner's too, and so does a container someone else starts from it: only ours are swept.
+CONTAINER_PREFIX = "hrbench-"
 
 _swept: set[str] = set()  # the engines this process has swept (once each)
 _sweep_lock = threading.Lock()
@@ -75,7 +78,7 @@ def dead_owner(label: str) -> bool:
 
 
 def sweep_dead_owners(client: docker.DockerClient, engine: str) -> int:
-    """Remove the containers on `engine` (its address, the once-per-process key) whose owner is dead
+    """Remove the backends' containers on `engine` (its address, the once-per-process key) whose owner is dead
     (`dead_owner`); the first call per engine in a process does it, later ones return 0. Returns how
     many were removed."""
     import docker
@@ -85,7 +88,7 @@ def sweep_dead_owners(client: docker.DockerClient, engine: str) -> int:
             return 0
         _swept.add(engine)
         dead = [c for c in client.containers.list(all=True, filters={"label": OWNER_LABEL})
-                if dead_owner(c.labels.get(OWNER_LABEL, ""))]
+                if c.name.startswith(CONTAINER_PREFIX) and dead_owner(c.labels.get(OWNER_LABEL, ""))]
         removed = 0
         for container in dead:
             try:
