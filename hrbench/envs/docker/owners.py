@@ -87,17 +87,19 @@ def sweep_dead_owners(client: docker.DockerClient, engine: str) -> int:
         if engine in _swept:
             return 0
         _swept.add(engine)
-        dead = [c for c in client.containers.list(all=True, filters={"label": OWNER_LABEL})
-                if c.name.startswith(CONTAINER_PREFIX) and dead_owner(c.labels.get(OWNER_LABEL, ""))]
+        # one call of the engine's list (the SDK's high-level list inspects every container it lists)
+        dead = [c["Id"] for c in client.api.containers(all=True, filters={"label": OWNER_LABEL})
+                if any(name.lstrip("/").startswith(CONTAINER_PREFIX) for name in c.get("Names") or [])
+                and dead_owner((c.get("Labels") or {}).get(OWNER_LABEL, ""))]
         removed = 0
         for container in dead:
             try:
-                client.api.remove_container(container.id, force=True, v=True)
+                client.api.remove_container(container, force=True, v=True)
                 removed += 1
             except docker.errors.NotFound:
                 pass  # another process's sweep took it
             except docker.errors.APIError as exc:
-                log.warning("container %s of a dead hrbench process: could not remove it: %s", container.short_id, exc)
+                log.warning("container %s of a dead hrbench process: could not remove it: %s", container[:12], exc)
         if removed:
             log.warning("removed %d container(s) left on %s by hrbench processes that died with them alive",
                         removed, engine)
