@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 import pytest
+import requests
 
 from hrbench.envs.base import SandboxError
 from hrbench.envs.docker import OUTPUT_LIMIT, DockerBackend, DockerEnvironment, sealed_state_problems
@@ -100,6 +101,31 @@ def test_every_container_is_removed(backend: DockerBackend):
         environment.open_shell().send("sleep 100 &", 1)
         assert environment.container_id in hrbench_containers(backend)
         environment.close()
+    assert hrbench_containers(backend) == []
+
+
+def test_a_container_whose_start_fails_after_the_engine_made_it_is_removed(backend: DockerBackend, monkeypatch):
+    task = load_task(TINY_TASK)
+    backend.checkpoint_state(task, 0)  # built first: the failures below are the trial container's own
+    api = backend.client.api
+    real_start = api.start
+
+    def started_too_late(container, *args, **kwargs):  # the engine started it; its answer came after the timeout
+        real_start(container, *args, **kwargs)
+        raise requests.exceptions.ReadTimeout("injected: no answer within the client's timeout")
+
+    monkeypatch.setattr(api, "start", started_too_late)
+    with pytest.raises(requests.exceptions.ReadTimeout):
+        backend.start(task, 0)
+    monkeypatch.undo()
+
+    def exec_failed(self, recursive=False):
+        raise SandboxError("injected: the exec failed")
+
+    # the container runs, but the harness's first exec in it (the workdir given to the agent user) fails
+    monkeypatch.setattr(DockerEnvironment, "own_sized_paths", exec_failed)
+    with pytest.raises(SandboxError, match="injected"):
+        backend.start(task, 0)
     assert hrbench_containers(backend) == []
 
 

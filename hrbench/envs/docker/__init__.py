@@ -57,6 +57,7 @@ from hrbench.envs.base import (
     score_rewards,
     task_env,
 )
+from hrbench.envs.docker.owners import CONTAINER_PREFIX, OWNER_LABEL, owner_label, sweep_dead_owners
 from hrbench.envs.shell import PersistentShell
 from hrbench.harness.truncation import HeadTail
 from hrbench.tasks.harbor import (
@@ -74,9 +75,6 @@ log = logging.getLogger(__name__)
 DEFAULT_BASE_IMAGE = "hrbench/debian:bookworm"
 AGENT_USER = "47000:47000"  # the local sandbox's uid (docs/security.md)
 LABEL = "org.hrbench.env"
-# Each backend marks its containers with a token of its own: the engine may be shared (other processes,
-# other users), and what one backend left behind must be told apart from another's.
-OWNER_LABEL = "org.hrbench.backend"
 OUTPUT_LIMIT = 2 * 1024 * 1024  # bytes kept of one exec's output (first and last half)
 # Bump when what goes into a state image changes (user, ownership, setup): old images are not reused.
 STATE_RECIPE = f"3 {AGENT_USER}"
@@ -740,10 +738,12 @@ class DockerEnvironment(StagedEnvironment):
 
     def close(self) -> None:
         """Remove the container (every process in it dies with it), then the shells' relay processes."""
-        self.backend.remove_container(self.container_id)
-        self.alive = False
-        for shell in list(self.shells):
-            shell._release()
+        try:
+            self.backend.remove_container(self.container_id)
+        finally:
+            self.alive = False
+            for shell in list(self.shells):
+                shell._release()
 
 
 AGENT_STATES_UNSUPPORTED = (
@@ -779,12 +779,21 @@ class DockerBackend:
         self._guard = threading.Lock()
         self._known: dict[str, str] = {}  # state image tag -> the sealed id it was checked to name (this process)
         self._users: dict[str, str] = {}  # image -> its agent user
-        self.owner = secrets.token_hex(8)  # OWNER_LABEL of this backend's containers
+        self._token = secrets.token_hex(8)
+
+    @property
+    def owner(self) -> str:
+        """OWNER_LABEL of this backend's containers (owners.py): this process and this backend. The engine may be
+        shared (other processes, other users), and what one backend left behind must be told apart from another's."""
+        return owner_label(self._token)
 
     @property
     def client(self) -> docker.DockerClient:
+        """The engine's client; the first in a process removes what dead harness processes left on it."""
         if self._client is None:
-            self._client = _client(self.docker_host)
+            client = _client(self.docker_host)
+            sweep_dead_owners(client, self.docker_host or "default")
+            self._client = client
         return self._client
 
     def api_address(self) -> tuple[str, str]:
@@ -1056,31 +1065,40 @@ class DockerBackend:
             cap_drop=["ALL"], cap_add=["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID"],
             security_opt=["no-new-privileges"], log_config={"Type": "none", "Config": {}},
         )
+        # named, so that it can be removed even when the engine made it but its answer never came (a timeout)
+        name = f"{CONTAINER_PREFIX}{secrets.token_hex(12)}"
         try:
             container_id = api.create_container(
-                image, entrypoint=_MAIN[:1], command=_MAIN[1:], user="0", environment=_ENV,
+                image, entrypoint=_MAIN[:1], command=_MAIN[1:], user="0", environment=_ENV, name=name,
                 working_dir=task.workdir, hostname="hrbench", labels={LABEL: task.name, OWNER_LABEL: self.owner},
                 host_config=host_config,
             )["Id"]
-            try:
-                api.start(container_id)
-            except docker.errors.APIError:
-                self.remove_container(container_id)
-                raise
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"task {task.name!r}: starting a container of {image} failed: {exc}") from exc
-        env = DockerEnvironment(self, task, container_id, user, sized)
-        if sized:
-            env.own_sized_paths()
+            api.start(container_id)
+            env = DockerEnvironment(self, task, container_id, user, sized)
+            if sized:
+                env.own_sized_paths()
+        except BaseException as exc:  # whatever failed after the engine made it, the container goes
+            self._discard(name)
+            if isinstance(exc, docker.errors.APIError):
+                raise SandboxError(f"task {task.name!r}: starting a container of {image} failed: {exc}") from exc
+            raise
         return env
 
-    def remove_container(self, container_id: str) -> None:
+    def remove_container(self, container: str) -> None:
+        """Remove a container (by id or name) and its processes; a container already gone is fine."""
         import docker
 
         try:
-            self.client.api.remove_container(container_id, force=True, v=True)
+            self.client.api.remove_container(container, force=True, v=True)
         except docker.errors.NotFound:
             pass
+
+    def _discard(self, container: str) -> None:
+        """remove_container for a cleanup under another error, which is the one raised: a failure is logged."""
+        try:
+            self.remove_container(container)
+        except Exception as exc:  # docker and requests raise several unrelated types
+            log.warning("container %s: could not remove it after a failed start: %s", container, exc)
 
     def start(self, task: Task, stages_done: int = 0, state: str | None = None) -> DockerEnvironment:
         """A fresh container of the checkpoint image, for one trial."""
@@ -1099,6 +1117,7 @@ class DockerBackend:
         for shell in list(env.shells):
             shell.close()
         fresh = self._container(env.task, image)
-        self.remove_container(env.container_id)
-        env.container_id, env.user = fresh.container_id, fresh.user
+        # the environment holds the fresh container before the old one goes: whatever happens, its close removes it
+        old, env.container_id, env.user = env.container_id, fresh.container_id, fresh.user
         env._begun = {i for i in env._begun if i < stages_done}  # the next stage's setup runs again
+        self.remove_container(old)
