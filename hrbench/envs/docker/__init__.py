@@ -377,8 +377,10 @@ class DockerEnvironment(StagedEnvironment):
             try:
                 for chunk in stream:
                     out.add(chunk)
-            except (OSError, requests.RequestException, urllib3.exceptions.HTTPError):
-                return  # the connection dies when the container is removed under it: the output so far stands
+            except (OSError, ValueError, requests.RequestException, urllib3.exceptions.HTTPError):
+                # the connection dies when the container is removed under it, or docker-py loses the stream's
+                # framing under load (docker/docker-py#3160, a ValueError): the output so far stands
+                return
 
         reader = threading.Thread(target=pump, daemon=True, name="hrbench-docker-exec")
         reader.start()
@@ -590,16 +592,23 @@ class DockerEnvironment(StagedEnvironment):
         shell state does not)."""
         import docker
 
-        top, nonce = f".hrbench-verify-{secrets.token_hex(8)}", f"HRBENCH-{secrets.token_hex(16)}"
-        self.backend.client.api.put_archive(self.container_id, "/", _tests_tar(self.task, stage, top, nonce))
         limit = self.task.verifier_timeout_sec
         paths = list(dict.fromkeys(("/logs/artifacts", *self.task.artifacts, *stage.artifacts)))
         env = task_env(self.task, self.task.verifier_env, stage.verifier_env, where="[verifier.env]")
-        argv = ["bash", "-c", _VERIFY, "hrbench", _REAPER, f"/{top}", f"{limit:.3f}", _numeric(self.user), *paths]
-        try:
-            run = self._run(argv, "0", limit + 60, env)
-        except docker.errors.APIError as exc:  # the engine could not create or start the exec (a dead init, say)
-            run = ExecResult(exit_code=-1, output=f"hrbench: the verification's exec failed: {exc}", duration_s=0.0)
+
+        def attempt() -> tuple[ExecResult, str, str]:
+            """The tests put in (under a new name and nonce: a first attempt cut short may have moved
+            them already) and verify.sh run once: (its run, the folder, the nonce)."""
+            top, nonce = f".hrbench-verify-{secrets.token_hex(8)}", f"HRBENCH-{secrets.token_hex(16)}"
+            self.backend.client.api.put_archive(self.container_id, "/", _tests_tar(self.task, stage, top, nonce))
+            argv = ["bash", "-c", _VERIFY, "hrbench", _REAPER, f"/{top}", f"{limit:.3f}", _numeric(self.user), *paths]
+            try:
+                return self._run(argv, "0", limit + 60, env), top, nonce
+            except docker.errors.APIError as exc:  # the engine could not create or start the exec (a dead init)
+                return (ExecResult(exit_code=-1, output=f"hrbench: the verification's exec failed: {exc}",
+                                   duration_s=0.0), top, nonce)
+
+        run, top, nonce = attempt()
         # verify.sh did not start (runc joins the container's cgroups, whose processes or memory the agent
         # used up), the reaper could not stop the agent, or the script could not finish its own bookkeeping
         # (forks refused while the killed processes were still counted): end every process from outside
@@ -613,7 +622,8 @@ class DockerEnvironment(StagedEnvironment):
             return VerifierResult(reward=0.0, passed=False, output="", duration_s=run.duration_s,
                                   agent_fault=_WORKSPACE_GONE)
         if restarted:
-            run = self._run(argv, "0", limit + 60, env)
+            self.root_exec('rm -rf "$1"', [f"/{top}"], timeout_s=30)  # what is left of the first attempt
+            run, top, nonce = attempt()
         for shell in list(self.shells):  # their bash died with every other agent process
             shell._release()
         if run.exit_code == 86 or not run.output.startswith(_VERIFY_STARTED):
