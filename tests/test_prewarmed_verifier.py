@@ -29,8 +29,7 @@ def _programs(env: LocalEnvironment) -> set[str]:
                 names.add(Path(f"/proc/{pid}/comm").read_text().strip())
             except OSError:
                 pass
-        if (names and not names & {"launch", "python"} and not any(n.startswith("launch-") for n in names)
-                or time.monotonic() > deadline):
+        if names and not any(n.startswith(("launch", "python")) for n in names) or time.monotonic() > deadline:
             return names
         time.sleep(0.01)
 

@@ -103,10 +103,21 @@ class SealChecks:
             if self._matched.get(state) == key:
                 return None, size
         problem = check(state)
-        if problem is None and newest < started - _RACY_S:
+        if problem is None:
+            self._note_match(state, key, newest, started)
+        return problem, size
+
+    def sealed(self, state: Path, started: float) -> int:
+        """Note a state this process hashed and sealed from `started` on (it matches by construction: no
+        second hash); what a copy of it takes on a tmpfs."""
+        key, size, newest = tree_metadata(state)
+        self._note_match(state, key, newest, started)
+        return size
+
+    def _note_match(self, state: Path, key: str, newest: float, started: float) -> None:
+        if newest < started - _RACY_S:
             with self._lock:
                 self._matched[state] = key
-        return problem, size
 
 
 def record_path(state: Path) -> Path:

@@ -130,14 +130,12 @@ def _harness_dir(path: Path) -> None:
     os.chmod(path, 0o711)
 
 
-def _toolchain() -> list[str]:
-    """bwrap arguments for the verifier toolchain folder: `python` and the bare `pytest` command most
-    published Harbor verifiers call (Debian's is `pytest-3`), as symlinks on the sandbox's own root
-    (read-only once built): no bind, so no mount-table walk by bwrap."""
-    args = ["--dir", VERIFIER_TOOLCHAIN]
-    for name, target in (("python", "/usr/bin/python3"), ("pytest", "/usr/bin/pytest-3")):
-        args += ["--symlink", target, f"{VERIFIER_TOOLCHAIN}/{name}"]
-    return args
+# The verifier toolchain folder: `python` and the bare `pytest` command most published Harbor verifiers call
+# (Debian's is `pytest-3`), as symlinks on the sandbox's own root (read-only once built): no bind, so no
+# mount-table walk by bwrap.
+_TOOLCHAIN_ARGS = ("--dir", VERIFIER_TOOLCHAIN,
+                   "--symlink", "/usr/bin/python3", f"{VERIFIER_TOOLCHAIN}/python",
+                   "--symlink", "/usr/bin/pytest-3", f"{VERIFIER_TOOLCHAIN}/pytest")
 
 
 def start_confined(argv: list[str], pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
@@ -229,7 +227,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-class _WarmVerifier:
+class _VerifierSandbox:
     """A verifier sandbox made for one stage: its folder (for /logs), what it holds open (the staged
     tests), its command line and, when prewarmed, its process held by bwrap's --block-fd before the
     command runs (`go` lets it run)."""
@@ -279,7 +277,7 @@ class LocalEnvironment(StagedEnvironment):
         self._verifier_cgroup: TrialCgroup | None = None
         self._netns: int | None = None  # the trial's network namespace fd (-1: none could be made)
         self._begun: set[int] = set()  # stages whose workdir files, setup.sh and healthcheck ran
-        self._warm: _WarmVerifier | None = None  # the current stage's verifier sandbox, prewarmed
+        self._warm: _VerifierSandbox | None = None  # the current stage's verifier sandbox, prewarmed
         self.artifacts_dir: Path | None = None  # where verify() copies artifacts (per stage), when set
 
     def _confined(self, command: list[str], group: TrialCgroup, extra: list[str] | None = None,
@@ -454,7 +452,7 @@ class LocalEnvironment(StagedEnvironment):
 
     def begin_stage(self, stage: Stage) -> None:
         """The stage's set-up (StagedEnvironment.begin_stage), then its verifier's sandbox prewarmed: made
-        now, while the agent works, and held before its command (`_WarmVerifier`)."""
+        now, while the agent works, and held before its command (`_VerifierSandbox`)."""
         fresh = stage.index not in self._begun
         super().begin_stage(stage)
         if fresh and not stage.separate_verifier and self._warm is None:
@@ -502,7 +500,7 @@ class LocalEnvironment(StagedEnvironment):
             agent_fault=agent_fault,
         )
 
-    def _verifier_sandbox(self, stage: Stage, root: Path, warm: bool) -> _WarmVerifier:
+    def _verifier_sandbox(self, stage: Stage, root: Path, warm: bool) -> _VerifierSandbox:
         """The stage's verifier sandbox over `root`: its tests staged (the check library and the stage's
         tests, once per content) and bound read-only, a fresh sized /logs, its command line; with `warm`,
         also started and held before its command (bwrap's --block-fd) until `release`."""
@@ -516,7 +514,7 @@ class LocalEnvironment(StagedEnvironment):
             shutil.copytree(stage.tests, tests, dirs_exist_ok=True)
             os.chmod(tests, 0o755)
 
-        box = _WarmVerifier(stage, root, self._verification_folder())
+        box = _VerifierSandbox(stage, root, self._verification_folder())
         try:
             tests = box.resources.enter_context(
                 _TESTS.staged(fingerprint(library, *([] if shared is None else [shared]), stage.tests), build))
@@ -524,7 +522,7 @@ class LocalEnvironment(StagedEnvironment):
             box.mounted_logs = mount_sized_tmpfs(box.logs, self.limits.tmp_mb)
             (box.logs / "verifier").mkdir()
             sandbox_owner(box.logs)
-            extra = ["--ro-bind", str(tests), "/tests", "--bind", str(box.logs), "/logs", *_toolchain()]
+            extra = ["--ro-bind", str(tests), "/tests", "--bind", str(box.logs), "/logs", *_TOOLCHAIN_ARGS]
             if warm:
                 box.go_read, box.go = os.pipe()
                 extra += ["--block-fd", str(box.go_read)]
@@ -543,7 +541,7 @@ class LocalEnvironment(StagedEnvironment):
             raise
         return box
 
-    def _discard(self, box: _WarmVerifier) -> None:
+    def _discard(self, box: _VerifierSandbox) -> None:
         """End a verifier sandbox and remove what was made for it. A sandbox still held is killed
         before its hold is let go (closing the hold alone would let its command run)."""
         if box.proc is not None and box.go is not None:
@@ -802,13 +800,13 @@ class LocalBackend:
                 moved = target.with_name(target.name + f".building-{os.getpid()}")
                 shutil.rmtree(moved, ignore_errors=True)
                 copy_tree(building, moved)  # `cp -a`: keeps owners (the harness's layout, the sandbox uid's leaves)
+                hashed_from = time.time()
                 sha256 = states.tree_sha256(moved)
                 os.replace(moved, target)  # atomic: a crash never leaves a half-built snapshot in use
                 states.seal(target, sha256)  # a crash before this: no record, so the state is rebuilt
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-            if self._checked(target) is not None:
-                raise SandboxError(f"checkpoint state {target} does not match the seal it was just given")
+            self._state_bytes[target] = self._seals.sealed(target, hashed_from)
             return target
 
     def _checked(self, state: Path) -> str | None:
