@@ -219,7 +219,17 @@ class CommandAgent(Agent):
                 if ready:
                     data = data[os.write(fd, data):]
         except (BrokenPipeError, OSError) as exc:
-            raise CommandAgentError(f"agent {self.spec.id!r}: the program closed its input: {self._tail()}") from exc
+            raise self._gone("closed its input") from exc
+
+    def _gone(self, what: str) -> CommandAgentError:
+        """The error for a program that stopped talking (`what` it did): its exit code when it exited (a
+        program that exits as the harness writes to it shows first as a closed input), and its last stderr."""
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return CommandAgentError(f"agent {self.spec.id!r}: the program {what}; stderr: {self._tail()}")
+        self._stderr_reader.join(timeout=2)  # its last words explain the exit
+        return CommandAgentError(f"agent {self.spec.id!r}: the program exited (code {code}); stderr: {self._tail()}")
 
     def _tail(self) -> str:
         return " | ".join(list(self._stderr)[-5:]) or "(no stderr)"
@@ -236,13 +246,7 @@ class CommandAgent(Agent):
             raise LimitExceeded(f"agent {self.spec.id!r}: a reply line passed {MAX_REPLY_BYTES} bytes "
                                 "(the harness's bound on one reply); the trial ends here")
         if line is None:
-            try:
-                code = self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                code = None
-            self._stderr_reader.join(timeout=2)  # its last words explain the exit
-            raise CommandAgentError(f"agent {self.spec.id!r}: the program exited (code {code}); "
-                                    f"stderr: {self._tail()}")
+            raise self._gone("closed its output")
         text = line.decode("utf-8", errors="replace")
         action = parse_reply(text)
         try:

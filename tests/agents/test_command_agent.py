@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hrbench.agents.command import CommandAgent
+from hrbench.agents.base import Observation, TrialContext
+from hrbench.agents.command import CommandAgent, CommandAgentError
 from hrbench.agents.specs import CommandAgentSpec
 from hrbench.harness.trajectory import read_trajectory
 from hrbench.harness.trials import run_checkpoint_trial, run_natural_trial
@@ -86,3 +87,18 @@ def test_a_dying_command_agent_is_a_harness_error(tiny_task, backend, tmp_path, 
                                   CheckpointProtocol(budget=FAST), 0, trajectory_dir=tmp_path / "t")
     assert record.exit_reason == "harness_error" and "exited (code 3)" in record.error
     assert "boom: out of credits" in record.error
+
+
+def test_a_command_agent_gone_before_the_harness_writes_is_named_by_its_exit_code(tiny_task, program_dir):
+    """A program that exited before the harness's next write shows first as a closed input (EPIPE): the error
+    still gives its exit code and its last stderr."""
+    argv = _program(program_dir, "sys.stdin.readline(); sys.stderr.write('boom: no key\\n'); sys.exit(3)\n")
+    agent = CommandAgent(CommandAgentSpec(id="p", kind="command", argv=argv))
+    agent.begin_trial(TrialContext(trial_key="k", seed=0, task=tiny_task, kind="checkpoint"))
+    try:
+        agent.proc.wait(timeout=30)  # gone: the next write meets a closed pipe
+        with pytest.raises(CommandAgentError, match=r"exited \(code 3\).*boom: no key"):
+            agent.act(Observation(task=tiny_task.name, stage="make", stage_index=0, n_stages=tiny_task.n_stages,
+                                  turn=1, turn_cap=2, messages=()))
+    finally:
+        agent.end_trial()
