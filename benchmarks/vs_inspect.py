@@ -10,6 +10,11 @@ verifier checks it is 42.
     inspect-ai is installed by this script into a throwaway venv (default /tmp/hrbench-inspect-venv).
   * floor: per trial two `bwrap --unshare-all` processes (the command, then the check) over a fresh
     directory, two threads: namespaces and exec with nothing else.
+  * confined: the floor's two sandboxes with hrbench's own confinement and nothing else of the harness:
+    per trial its pooled cgroups and network namespace, each sandbox through the launcher (cgroups,
+    rlimits, uid and capability drop) and hrbench's bwrap command line (masked /etc, sized /tmp and
+    /dev/shm, read-only root and /dev), over a fresh directory. hrbench / confined is what the harness
+    adds to its isolation; confined / floor is what the isolation costs.
 
 Each side runs in a fresh process at n and 2n trials; per extra trial = (wall(2n) - wall(n)) / n, which
 removes every fixed cost (imports, eval start-up, log writing). Rounds interleave the sides so the shared
@@ -105,7 +110,59 @@ def run_floor(trials: int) -> float:
     return wall
 
 
-SIDES = {"hrbench": run_hrbench, "inspect": run_inspect, "floor": run_floor}
+def run_confined(trials: int) -> float:
+    from hrbench.envs.launch_env import LAUNCH_ENV
+    from hrbench.envs.local.confine import (
+        SandboxLimits,
+        TrialCgroup,
+        area_tempdir,
+        confined_argv,
+        namespace_args,
+        new_network_namespace,
+        root_mounts,
+        sandbox_owner,
+    )
+
+    limits = SandboxLimits()
+
+    def sandbox(work: Path, group: TrialCgroup, netns: int | None, command: str, verifier: bool) -> int:
+        args = root_mounts(limits) + ["--bind", str(work), "/app"] + namespace_args(
+            nested_userns=verifier, chdir="/app", joined_netns=netns is not None)
+        argv = confined_argv(args, ["/bin/bash", "-c", command], limits, group, netns)
+        code = subprocess.run(argv, env=LAUNCH_ENV, pass_fds=() if netns is None else (netns,), cwd="/",
+                              start_new_session=True, stdin=subprocess.DEVNULL).returncode
+        group.kill()
+        return code
+
+    def one(i: int, root: Path) -> bool:
+        work = root / str(i)
+        work.mkdir()
+        (work / "seed.txt").write_text("41\n")
+        sandbox_owner(work)
+        netns = new_network_namespace()
+        agent, verifier = TrialCgroup(f"c{i}", limits), TrialCgroup(f"c{i}-verifier", limits)
+        try:
+            assert sandbox(work, agent, netns, COMMAND, verifier=False) == 0
+            return sandbox(work, verifier, netns, CHECK, verifier=True) == 0
+        finally:
+            agent.release()
+            verifier.release()
+            if netns is not None:
+                os.close(netns)
+
+    root = area_tempdir("vs-inspect")  # a folder the sandbox uid can reach, as the harness's are
+    try:
+        start = time.perf_counter()
+        with ThreadPoolExecutor(WORKERS) as pool:
+            passed = sum(pool.map(lambda i: one(i, root), range(trials)))
+        wall = time.perf_counter() - start
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert passed == trials, f"confined: {passed} of {trials} passed"
+    return wall
+
+
+SIDES = {"hrbench": run_hrbench, "inspect": run_inspect, "floor": run_floor, "confined": run_confined}
 
 
 def inspect_python(venv: Path) -> str:
@@ -149,7 +206,8 @@ def main() -> None:
             release_cpuacct_group(group)
         print(wall, cpu)
         return
-    pythons = {"hrbench": sys.executable, "inspect": inspect_python(args.venv), "floor": sys.executable}
+    pythons = {"hrbench": sys.executable, "inspect": inspect_python(args.venv), "floor": sys.executable,
+               "confined": sys.executable}
     if args.before:
         pythons["hrbench-before"] = sys.executable
     sides = list(pythons)
@@ -174,7 +232,9 @@ def main() -> None:
         med = {side: statistics.median(v) for side, v in values.items()}
         print(f"medians per extra trial, {label}: " + ", ".join(f"{s} {m:.1f} ms" for s, m in med.items())
               + f"; hrbench / inspect-ai = {med['hrbench'] / med['inspect']:.2f}, "
-              f"hrbench / two-bwrap floor = {med['hrbench'] / med['floor']:.2f}"
+              f"hrbench / two-bwrap floor = {med['hrbench'] / med['floor']:.2f}, "
+              f"hrbench / confined = {med['hrbench'] / med['confined']:.2f}, "
+              f"confined / floor = {med['confined'] / med['floor']:.2f}"
               + (f"; hrbench-before / inspect-ai = {med['hrbench-before'] / med['inspect']:.2f}, "
                  f"hrbench-before / floor = {med['hrbench-before'] / med['floor']:.2f}" if args.before else ""))
 

@@ -79,6 +79,7 @@ NO_STORE_MODULES = frozenset({
     "test_layers.py", "stats/test_claims.py", "test_backend_registry.py", "deploy/test_k8s_values.py",
     "deploy/test_instance_config.py", "harbor/test_atif.py", "security/test_verifier_attribution.py",
     "security/test_cached_states.py", "security/test_bind_sources.py", "test_suite_selection.py",
+    "security/test_etc_view.py",
 })
 # Tests of those modules that do open a store (they run in both passes).
 STORE_TESTS = frozenset({

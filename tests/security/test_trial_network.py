@@ -4,6 +4,7 @@ trials do, it holds only a loopback, and the sandbox can change nothing in it (d
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,23 @@ def test_a_trials_sandboxes_share_one_network_namespace_and_no_two_trials_do(tmp
     finally:
         first.close()
         second.close()
+
+
+def test_the_namespaces_made_ahead_are_entered_by_no_thread_of_the_harness(tmp_path: Path):
+    from hrbench.envs.local import confine
+
+    env = LocalBackend(tmp_path / "cache").start(_task(tmp_path), 0)
+    try:
+        trial_ns = env.exec("readlink /proc/self/ns/net", 10).output.strip()
+        ready = confine._netns_ready[os.getpid()]
+        deadline = time.monotonic() + 10
+        while not ready.full() and time.monotonic() < deadline:  # the maker restocks in the background
+            time.sleep(0.01)
+        assert ready.full()
+        spares = {os.readlink(f"/proc/self/fd/{fd}") for fd in list(ready.queue)}
+        host = os.readlink("/proc/self/ns/net")
+        threads = {os.readlink(f"/proc/self/task/{tid}/ns/net") for tid in os.listdir("/proc/self/task")}
+        assert threads == {host}, threads  # the maker left each namespace it made
+        assert len(spares) == confine._NETNS_SPARES and host not in spares and trial_ns not in spares, spares
+    finally:
+        env.close()

@@ -33,6 +33,7 @@ import functools
 import hashlib
 import itertools
 import os
+import queue
 import resource
 import secrets
 import shlex
@@ -100,13 +101,19 @@ def bwrap_available() -> bool:
 # -- the sandbox's filesystem -------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=1)
-def _host_root() -> tuple[str, ...]:
+def _host_root(pid: int) -> tuple[str, ...]:
     """The part of the root that depends on the host's layout (which secrets exist, whether /bin is
     a symlink), looked at once per process: a secret created under /etc after hrbench started is
-    not masked until the next run (one that disappears makes every sandbox fail to start)."""
+    not masked until the next run (one that disappears makes every sandbox fail to start).
+
+    As root, /etc is the process's masked view (`etc_view`: one bind per sandbox); otherwise bwrap
+    binds the host's /etc and masks each secret itself (six more mounts per sandbox, each of which
+    makes bwrap read the whole mount table). Keyed by `pid`, so a forked child makes its own view
+    rather than binding its parent's, which goes when the parent exits."""
+    view = etc_view()
     args = [_tool("bwrap"), "--size", str(_ROOT_TMPFS_BYTES), "--tmpfs", "/",
-            "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
-    for secret in _HOST_SECRETS:
+            "--ro-bind", "/usr", "/usr", "--ro-bind", str(view or "/etc"), "/etc"]
+    for secret in _HOST_SECRETS if view is None else []:
         if os.path.isdir(secret):
             args += ["--tmpfs", secret, "--remount-ro", secret]
         elif os.path.lexists(secret):
@@ -119,13 +126,80 @@ def _host_root() -> tuple[str, ...]:
     return tuple(args)
 
 
+_OPAQUE = "trusted.overlay.opaque"  # an overlay directory that hides what the layers below hold
+_etc_view_lock = threading.Lock()
+_etc_views: dict[int, Path] = {}  # the view a process made (by pid: a forked child makes its own), unmounted at exit
+
+
+def etc_view() -> Path | None:
+    """The host's /etc with its secrets masked, for every sandbox of this process to bind read-only:
+    a read-only overlay (root only) whose top layer hides each secret (a whiteout for a file, an
+    empty opaque directory for a directory: what the sandbox sees there is nothing, not an empty
+    file) over the live /etc below. Mounted once per process in the sandbox area (a folder of the
+    harness's, 0711, named after this process so that `sweep_stale` removes a dead harness's) and
+    unmounted at exit. None where it cannot be made (not root; a kernel or filesystem without
+    overlayfs or trusted xattrs): bwrap then masks the secrets per sandbox.
+
+    Why: the masks cost six mount operations per sandbox, and bwrap reads the whole mount table
+    for each (docs/performance.md); the view is one mount-table entry for the whole process."""
+    if not privileged():
+        return None
+    with _etc_view_lock:
+        made = _etc_views.get(os.getpid())
+        if made is not None:
+            return made if os.path.ismount(made) else None
+        folder = area_tempdir("etc")
+        mask, view = folder / "mask", folder / "view"
+        try:
+            mask.mkdir(mode=0o755)
+            view.mkdir(mode=0o755)
+            for secret in _HOST_SECRETS:
+                if not os.path.lexists(secret):
+                    continue
+                parts = Path(secret).relative_to("/etc").parts
+                for depth in range(1, len(parts)):  # e.g. ssl/ of ssl/private
+                    real, made = Path("/etc", *parts[:depth]), mask.joinpath(*parts[:depth])
+                    if made.exists():
+                        continue
+                    info = os.lstat(real)
+                    if not stat.S_ISDIR(info.st_mode):  # a directory here would hide what a link leads to
+                        raise OSError(f"{real} is not a directory")
+                    made.mkdir()  # not opaque: /etc's entries show through, with the host's mode and owner
+                    os.chown(made, info.st_uid, info.st_gid)
+                    os.chmod(made, stat.S_IMODE(info.st_mode))
+                hidden = mask.joinpath(*parts)
+                if os.path.isdir(secret) and not os.path.islink(secret):
+                    hidden.mkdir(mode=0o755)
+                    os.setxattr(hidden, _OPAQUE, b"y")
+                else:
+                    os.mknod(hidden, stat.S_IFCHR | 0o600, os.makedev(0, 0))  # overlayfs's whiteout
+            data = f"lowerdir={mask}:/etc".encode()
+            if any(c in str(mask) for c in ",:\\") or _libc().mount(
+                    b"overlay", str(view).encode(), b"overlay", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, data) != 0:
+                raise OSError(ctypes.get_errno(), "the overlay mount was refused")
+        except OSError:
+            shutil.rmtree(folder, ignore_errors=True)
+            return None
+        _etc_views[os.getpid()] = view
+        return view
+
+
+@atexit.register
+def _unmount_etc_view() -> None:
+    with _etc_view_lock:
+        view = _etc_views.pop(os.getpid(), None)
+    if view is not None:
+        unmount(view)
+        shutil.rmtree(view.parent, ignore_errors=True)
+
+
 def root_mounts(limits: SandboxLimits) -> list[str]:
     """bwrap arguments for the sandbox's root: a small tmpfs with read-only /usr and /etc.
 
     Binding / (or /opt, /var, /home) would expose the task registry, and with it every solve.sh
     and test, to the agent; /etc's secrets are masked."""
     # /dev is bwrap's own tmpfs: made read-only so it cannot be filled; /dev/shm and /tmp are sized.
-    return [*_host_root(), "--dev", "/dev", "--size", str(limits.shm_mb * _MB), "--tmpfs", "/dev/shm",
+    return [*_host_root(os.getpid()), "--dev", "/dev", "--size", str(limits.shm_mb * _MB), "--tmpfs", "/dev/shm",
             "--remount-ro", "/dev", "--proc", "/proc", "--size", str(limits.tmp_mb * _MB), "--tmpfs", "/tmp"]
 
 
@@ -154,35 +228,63 @@ _CLONE_NEWNET = 0x40000000
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 
 
+_NETNS_SPARES = 2  # namespaces made ahead: a trial's start takes one instead of waiting for one to be made
+_netns_ready: dict[int, queue.Queue] = {}  # per process (a forked child starts a maker of its own)
+_netns_lock = threading.Lock()
+
+
 def new_network_namespace() -> int | None:
     """A new, empty network namespace (its loopback up, nothing else) held by an fd, for the sandboxes
     of one trial; None where it cannot be made or joined (not root, or no compiled launcher): each
     sandbox then gets its own from bwrap (`--unshare-net`).
 
-    Made in a thread of its own that ends right after: unshare(CLONE_NEWNET) moves only the calling
-    thread, so the harness's other threads never leave the host's namespace. Created by root, the
-    namespace belongs to the host's user namespace, in which the sandbox holds no capability: it can
-    neither add an interface nor change a sysctl of it. One namespace per trial, never shared between
-    trials; the fd is closed when the trial ends (the kernel then frees it)."""
+    Made ahead by a thread of this process's that does nothing else (`_make_network_namespaces`):
+    unshare(CLONE_NEWNET) moves only the calling thread, so the harness's other threads never leave
+    the host's namespace. Created by root, the namespace belongs to the host's user namespace, in
+    which the sandbox holds no capability: it can neither add an interface nor change a sysctl of
+    it. Each namespace is handed to one trial only, never shared between trials; the fd is closed
+    when the trial ends (the kernel then frees it)."""
     if not privileged() or launcher() is None:
         return None
-    made: list[int] = []
+    with _netns_lock:
+        ready = _netns_ready.get(os.getpid())
+        if ready is None:
+            ready = _netns_ready[os.getpid()] = queue.Queue(maxsize=_NETNS_SPARES)
+            threading.Thread(target=_make_network_namespaces, args=(ready,), name="hrbench-netns", daemon=True).start()
+    made = ready.get()
+    if made is None:
+        ready.put(None)  # the maker has stopped: every later trial is told so too
+    return made
 
-    def make() -> None:
-        if _libc().unshare(_CLONE_NEWNET) != 0:
+
+def _make_network_namespaces(ready: queue.Queue) -> None:
+    """Keep `ready` stocked with new namespaces: each made in this thread (unshare), its loopback set up
+    (what bwrap does), kept as an fd, and left (setns back to the host's), so this thread holds none of
+    the namespaces it hands out. On the first failure it hands out None and stops: the trials then
+    fall back to bwrap's own namespace per sandbox."""
+    try:
+        host = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        ready.put(None)
+        return
+    while True:
+        made = None
+        if _libc().unshare(_CLONE_NEWNET) == 0:
+            try:
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                    flags = struct.unpack("16sH14x", fcntl.ioctl(sock, _SIOCGIFFLAGS, struct.pack("16sH14x", b"lo", 0)))[1]
+                    fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
+                made = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                pass
+            if _libc().setns(host, _CLONE_NEWNET) != 0:  # stuck inside: hand out nothing more
+                if made is not None:
+                    os.close(made)
+                made = None
+        if made is None:
+            ready.put(None)
             return
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:  # what bwrap does: loopback up
-                flags = struct.unpack("16sH14x", fcntl.ioctl(sock, _SIOCGIFFLAGS, struct.pack("16sH14x", b"lo", 0)))[1]
-                fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
-            made.append(os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC))
-        except OSError:
-            pass
-
-    thread = threading.Thread(target=make, name="hrbench-netns")
-    thread.start()
-    thread.join()
-    return made[0] if made else None
+        ready.put(made)  # blocks while _NETNS_SPARES are waiting
 
 
 # -- cgroups ------------------------------------------------------------------------------------
@@ -598,8 +700,8 @@ def sweep_stale(area: Path) -> None:
     """Once per process: remove what a harness that died (SIGKILL, OOM) left behind in the sandbox
     area (workspace tmpfs mounts, staging dirs) and its trial cgroups."""
     for entry in area.iterdir() if area.is_dir() else []:
-        if entry.name.startswith(("ws-", "build-", "verify-", "staged-")) and not _owner_alive(entry.name, 1):
-            for mounted in (entry / "logs", entry):
+        if entry.name.startswith(("ws-", "build-", "verify-", "staged-", "etc-")) and not _owner_alive(entry.name, 1):
+            for mounted in (entry / "logs", entry / "view", entry):
                 if os.path.ismount(mounted):
                     unmount(mounted)
             shutil.rmtree(entry, ignore_errors=True)
@@ -609,7 +711,7 @@ def sweep_stale(area: Path) -> None:
                 TrialCgroup(group.name, SandboxLimits(), existing={controller: group}).remove()
 
 
-_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 1, 2, 4, 2
 _PAGE = 4096
 
 
