@@ -59,7 +59,8 @@ touch /etc/escape-{nonce}; echo touch=$?; umount /etc; echo umount=$?; umount -l
     assert not os.path.lexists(f"/etc/escape-{nonce}")
 
 
-def test_the_view_shows_the_live_etc(tmp_path: Path):
+def test_a_file_made_in_etc_after_the_view_shows_in_a_sandbox(tmp_path: Path):
+    # (one whose name no sandbox of this process looked up before: the overlay caches lookups, docs/security.md)
     confine.etc_view()
     probe = Path(f"/etc/hrbench-view-probe-{secrets.token_hex(6)}")
     probe.write_text("written after the view was made\n")
@@ -70,20 +71,24 @@ def test_the_view_shows_the_live_etc(tmp_path: Path):
 
 
 @pytest.fixture
-def no_view(monkeypatch):
-    """This process without its view, as where it cannot be made (no whiteouts: mknod refused)."""
+def fresh_view():
+    """This process as if it had made no view yet; its own view back afterwards (one made meanwhile removed)."""
     made = confine._etc_views.pop(os.getpid(), None)
     confine._host_root.cache_clear()
+    yield
+    confine._unmount_etc_view()
+    confine._host_root.cache_clear()
+    if made is not None:
+        confine._etc_views[os.getpid()] = made
 
+
+@pytest.fixture
+def no_view(fresh_view, monkeypatch):
+    """This process where the view cannot be made (no whiteouts: mknod refused)."""
     def refused(*args, **kwargs):
         raise PermissionError("mknod refused")
 
     monkeypatch.setattr(confine.os, "mknod", refused)
-    yield
-    monkeypatch.undo()
-    confine._host_root.cache_clear()
-    if made is not None:
-        confine._etc_views[os.getpid()] = made
 
 
 def test_without_the_view_each_sandbox_masks_the_secrets_itself(tmp_path: Path, no_view):
@@ -106,3 +111,55 @@ def test_a_dead_harness_view_is_unmounted_and_removed_by_the_next(tmp_path: Path
     assert child.returncode == -9 and view.name == "view" and os.path.ismount(view), child
     confine.sweep_stale.__wrapped__(confine.sandbox_area())
     assert not os.path.ismount(view) and not view.parent.exists()
+
+
+CHILD = """
+import sys, tempfile
+from pathlib import Path
+from hrbench.envs.local import LocalBackend, confine
+from hrbench.tasks.loader import load_task
+from tests.conftest import TINY_TASK
+print("view", confine.etc_view())
+env = LocalBackend(Path(tempfile.mkdtemp())).start(load_task(TINY_TASK), 0)
+print(env.exec(f"cat {sys.argv[1]}/what /etc/shadow 2>&1", 10).output)
+env.close()
+"""
+
+
+def test_a_mount_below_etc_is_seen_as_a_bind_shows_it_not_what_it_covers(tmp_path: Path):
+    # overlayfs does not cross mounts: with one below /etc (a container's bound /etc/hosts) the view would
+    # show what the mount covers, so the process masks per sandbox instead. In a mount namespace of its own.
+    folder = Path(f"/etc/hrbench-covered-{secrets.token_hex(6)}")
+    folder.mkdir()
+    (folder / "what").write_text("covered by the mount\n")
+    child = tmp_path / "child.py"
+    child.write_text(CHILD)
+    script = f"mount -t tmpfs tmpfs {folder} && echo 'the mount' > {folder}/what && exec {sys.executable} {child} {folder}"
+    try:
+        out = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], capture_output=True,
+                             text=True, cwd=Path(__file__).parents[2], timeout=120,
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+    finally:
+        (folder / "what").unlink()
+        folder.rmdir()
+    assert "view None" in out.stdout and "the mount" in out.stdout, out
+    assert "covered by the mount" not in out.stdout and "root:" not in out.stdout, out
+
+
+def test_a_secret_reached_through_a_symlink_is_masked_by_bwrap(tmp_path: Path, fresh_view, monkeypatch):
+    # a whiteout would hide the link, not what it leads to
+    real = Path(f"/etc/hrbench-secret-{secrets.token_hex(6)}")
+    real.mkdir()
+    (real / "key").write_text("secret key\n")
+    link = real.with_name(real.name + "-link")
+    link.symlink_to(real.name)
+    monkeypatch.setattr(confine, "_HOST_SECRETS", [*confine._HOST_SECRETS, str(link)])
+    try:
+        assert confine.etc_view() is None
+        assert str(link) in confine.root_mounts(confine.SandboxLimits())
+        out = _in_sandbox(tmp_path, f"cat {link}/key {real}/key 2>&1; echo end")
+    finally:
+        (real / "key").unlink()
+        link.unlink()
+        real.rmdir()
+    assert "secret key" not in out and out.strip().endswith("end"), out

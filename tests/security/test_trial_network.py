@@ -4,6 +4,7 @@ trials do, it holds only a loopback, and the sandbox can change nothing in it (d
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -83,3 +84,45 @@ def test_the_namespaces_made_ahead_are_entered_by_no_thread_of_the_harness(tmp_p
         assert len(spares) == confine._NETNS_SPARES and host not in spares and trial_ns not in spares, spares
     finally:
         env.close()
+
+
+@pytest.fixture
+def fresh_maker():
+    """This process as if no namespace had been made ahead yet."""
+    from hrbench.envs.local import confine
+
+    confine._netns_ready.pop(os.getpid(), None)  # its maker stays blocked on its own full queue
+    yield confine
+
+
+def test_a_namespace_that_could_not_be_made_costs_only_its_own_trial(fresh_maker, monkeypatch):
+    libc, calls, earlier = fresh_maker._libc(), [], set(threading.enumerate())  # an old maker may still be making
+    real = libc.unshare
+
+    def once_refused(flags):
+        if threading.current_thread() in earlier:
+            return real(flags)
+        calls.append(flags)
+        return -1 if len(calls) == 1 else real(flags)
+
+    monkeypatch.setattr(libc, "unshare", once_refused)
+    got = [fresh_maker.new_network_namespace() for _ in range(3)]
+    try:
+        assert got[0] is None and all(isinstance(fd, int) and fd >= 0 for fd in got[1:]), got
+        assert len({os.readlink(f"/proc/self/fd/{fd}") for fd in got[1:]}) == 2
+    finally:
+        for fd in got[1:]:
+            if fd is not None:
+                os.close(fd)
+
+
+def test_a_maker_that_could_not_start_leaves_the_next_trial_its_namespace(fresh_maker, monkeypatch):
+    def no_thread(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    assert fresh_maker.new_network_namespace() is None and os.getpid() not in fresh_maker._netns_ready
+    monkeypatch.undo()
+    fd = fresh_maker.new_network_namespace()
+    assert isinstance(fd, int) and fd >= 0
+    os.close(fd)

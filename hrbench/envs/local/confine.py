@@ -135,44 +135,51 @@ def etc_view() -> Path | None:
     """The host's /etc with its secrets masked, for every sandbox of this process to bind read-only:
     a read-only overlay (root only) whose top layer hides each secret (a whiteout for a file, an
     empty opaque directory for a directory: what the sandbox sees there is nothing, not an empty
-    file) over the live /etc below. Mounted once per process in the sandbox area (a folder of the
+    file) over the host's /etc below. Mounted once per process in the sandbox area (a folder of the
     harness's, 0711, named after this process so that `sweep_stale` removes a dead harness's) and
-    unmounted at exit. None where it cannot be made (not root; a kernel or filesystem without
-    overlayfs or trusted xattrs): bwrap then masks the secrets per sandbox.
+    unmounted at exit. None where it cannot be made or would not show what a bind of /etc shows
+    (`_etc_view_fits`; not root; a kernel or filesystem without overlayfs, whiteouts or trusted
+    xattrs): bwrap then masks the secrets per sandbox.
 
     Why: the masks cost six mount operations per sandbox, and bwrap reads the whole mount table
-    for each (docs/performance.md); the view is one mount-table entry for the whole process."""
+    for each (docs/performance.md); the view is one mount-table entry for the whole process. What
+    it costs: the overlay caches what it has looked up, so a file of /etc that is created or
+    replaced (rename) while the process runs may show inside its sandboxes as it was when a sandbox
+    of the same process first looked it up (docs/security.md)."""
     if not privileged():
         return None
     with _etc_view_lock:
-        made = _etc_views.get(os.getpid())
-        if made is not None:
-            return made if os.path.ismount(made) else None
+        known = _etc_views.get(os.getpid())
+        if known is not None:
+            return known
+        try:
+            if not _etc_view_fits():
+                return None
+        except OSError:
+            return None
         folder = area_tempdir("etc")
         mask, view = folder / "mask", folder / "view"
         try:
             mask.mkdir(mode=0o755)
             view.mkdir(mode=0o755)
             for secret in _HOST_SECRETS:
-                if not os.path.lexists(secret):
-                    continue
                 parts = Path(secret).relative_to("/etc").parts
+                directory = os.path.isdir(secret)
+                if not directory and len(parts) == 1:  # a file name is hidden even if it is made later
+                    os.mknod(mask / parts[0], stat.S_IFCHR | 0o600, os.makedev(0, 0))  # overlayfs's whiteout
+                    continue
+                if not directory:
+                    continue
                 for depth in range(1, len(parts)):  # e.g. ssl/ of ssl/private
-                    real, made = Path("/etc", *parts[:depth]), mask.joinpath(*parts[:depth])
-                    if made.exists():
-                        continue
-                    info = os.lstat(real)
-                    if not stat.S_ISDIR(info.st_mode):  # a directory here would hide what a link leads to
-                        raise OSError(f"{real} is not a directory")
-                    made.mkdir()  # not opaque: /etc's entries show through, with the host's mode and owner
-                    os.chown(made, info.st_uid, info.st_gid)
-                    os.chmod(made, stat.S_IMODE(info.st_mode))
+                    real, layer = Path("/etc", *parts[:depth]), mask.joinpath(*parts[:depth])
+                    if not layer.exists():
+                        info = os.stat(real)
+                        layer.mkdir()  # not opaque: /etc's entries show through, with the host's mode and owner
+                        os.chown(layer, info.st_uid, info.st_gid)
+                        os.chmod(layer, stat.S_IMODE(info.st_mode))
                 hidden = mask.joinpath(*parts)
-                if os.path.isdir(secret) and not os.path.islink(secret):
-                    hidden.mkdir(mode=0o755)
-                    os.setxattr(hidden, _OPAQUE, b"y")
-                else:
-                    os.mknod(hidden, stat.S_IFCHR | 0o600, os.makedev(0, 0))  # overlayfs's whiteout
+                hidden.mkdir(mode=0o755)
+                os.setxattr(hidden, _OPAQUE, b"y")
             data = f"lowerdir={mask}:/etc".encode()
             if any(c in str(mask) for c in ",:\\") or _libc().mount(
                     b"overlay", str(view).encode(), b"overlay", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, data) != 0:
@@ -182,6 +189,23 @@ def etc_view() -> Path | None:
             return None
         _etc_views[os.getpid()] = view
         return view
+
+
+def _etc_view_fits() -> bool:
+    """The overlay would show what `--ro-bind /etc /etc` shows, secrets aside: no mount point below /etc
+    (overlayfs does not cross mounts, so it would show what a mount there covers: a container's bound
+    /etc/hosts or resolv.conf, a path a service manager hid with a mount) and no secret reached through a
+    symlink (a whiteout would hide the link, not what it leads to, which bwrap's mask covers)."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        if line.split()[4].startswith("/etc/"):
+            return False
+    for secret in _HOST_SECRETS:
+        path = Path("/etc")
+        for part in Path(secret).relative_to("/etc").parts:
+            path = path / part
+            if path.is_symlink():
+                return False
+    return True
 
 
 @atexit.register
@@ -199,6 +223,9 @@ def root_mounts(limits: SandboxLimits) -> list[str]:
     Binding / (or /opt, /var, /home) would expose the task registry, and with it every solve.sh
     and test, to the agent; /etc's secrets are masked."""
     # /dev is bwrap's own tmpfs: made read-only so it cannot be filled; /dev/shm and /tmp are sized.
+    view = _etc_views.get(os.getpid())
+    if view is not None and not os.path.ismount(view):  # its empty folder would be the sandbox's /etc
+        raise SandboxError(f"the sandboxes' /etc view {view} is no longer mounted; run again")
     return [*_host_root(os.getpid()), "--dev", "/dev", "--size", str(limits.shm_mb * _MB), "--tmpfs", "/dev/shm",
             "--remount-ro", "/dev", "--proc", "/proc", "--size", str(limits.tmp_mb * _MB), "--tmpfs", "/tmp"]
 
@@ -229,14 +256,15 @@ _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 
 
 _NETNS_SPARES = 2  # namespaces made ahead: a trial's start takes one instead of waiting for one to be made
+_NETNS_STOPPED = -1  # what the maker hands out once it has stopped
 _netns_ready: dict[int, queue.Queue] = {}  # per process (a forked child starts a maker of its own)
 _netns_lock = threading.Lock()
 
 
 def new_network_namespace() -> int | None:
     """A new, empty network namespace (its loopback up, nothing else) held by an fd, for the sandboxes
-    of one trial; None where it cannot be made or joined (not root, or no compiled launcher): each
-    sandbox then gets its own from bwrap (`--unshare-net`).
+    of one trial; None where it cannot be made or joined (not root, or no compiled launcher; or the
+    making failed this time): each sandbox then gets its own from bwrap (`--unshare-net`).
 
     Made ahead by a thread of this process's that does nothing else (`_make_network_namespaces`):
     unshare(CLONE_NEWNET) moves only the calling thread, so the harness's other threads never leave
@@ -249,42 +277,46 @@ def new_network_namespace() -> int | None:
     with _netns_lock:
         ready = _netns_ready.get(os.getpid())
         if ready is None:
-            ready = _netns_ready[os.getpid()] = queue.Queue(maxsize=_NETNS_SPARES)
-            threading.Thread(target=_make_network_namespaces, args=(ready,), name="hrbench-netns", daemon=True).start()
+            ready = queue.Queue(maxsize=_NETNS_SPARES)
+            try:
+                threading.Thread(target=_make_network_namespaces, args=(ready,), name="hrbench-netns",
+                                 daemon=True).start()
+            except RuntimeError:  # no thread to be had now (a pids bound): this trial goes without
+                return None
+            _netns_ready[os.getpid()] = ready
     made = ready.get()
-    if made is None:
-        ready.put(None)  # the maker has stopped: every later trial is told so too
+    if made == _NETNS_STOPPED:
+        ready.put(_NETNS_STOPPED)  # every later trial is told so too
+        return None
     return made
 
 
 def _make_network_namespaces(ready: queue.Queue) -> None:
     """Keep `ready` stocked with new namespaces: each made in this thread (unshare), its loopback set up
     (what bwrap does), kept as an fd, and left (setns back to the host's), so this thread holds none of
-    the namespaces it hands out. On the first failure it hands out None and stops: the trials then
-    fall back to bwrap's own namespace per sandbox."""
+    the namespaces it hands out. A namespace that could not be made is handed out as None (that trial
+    falls back to bwrap's namespace per sandbox); the maker stops only when it cannot go back to the
+    host's namespace, or on anything unexpected, and then says so to every trial after."""
     try:
         host = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        ready.put(None)
-        return
-    while True:
-        made = None
-        if _libc().unshare(_CLONE_NEWNET) == 0:
-            try:
-                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-                    flags = struct.unpack("16sH14x", fcntl.ioctl(sock, _SIOCGIFFLAGS, struct.pack("16sH14x", b"lo", 0)))[1]
-                    fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
-                made = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                pass
-            if _libc().setns(host, _CLONE_NEWNET) != 0:  # stuck inside: hand out nothing more
-                if made is not None:
-                    os.close(made)
-                made = None
-        if made is None:
-            ready.put(None)
-            return
-        ready.put(made)  # blocks while _NETNS_SPARES are waiting
+        while True:
+            made = None
+            if _libc().unshare(_CLONE_NEWNET) == 0:
+                try:
+                    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                        flags = struct.unpack("16sH14x", fcntl.ioctl(sock, _SIOCGIFFLAGS,
+                                                                    struct.pack("16sH14x", b"lo", 0)))[1]
+                        fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
+                    made = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+                except OSError:
+                    pass
+                if _libc().setns(host, _CLONE_NEWNET) != 0:  # stuck inside: hand out nothing more
+                    if made is not None:
+                        os.close(made)
+                    return
+            ready.put(made)  # blocks while _NETNS_SPARES are waiting
+    finally:
+        ready.put(_NETNS_STOPPED)
 
 
 # -- cgroups ------------------------------------------------------------------------------------
