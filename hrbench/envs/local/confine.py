@@ -164,11 +164,9 @@ def etc_view() -> Path | None:
             view.mkdir(mode=0o755)
             for secret in _HOST_SECRETS:
                 parts = Path(secret).relative_to("/etc").parts
-                directory = os.path.isdir(secret)
-                if not directory and len(parts) == 1:  # a file name is hidden even if it is made later
-                    os.mknod(mask / parts[0], stat.S_IFCHR | 0o600, os.makedev(0, 0))  # overlayfs's whiteout
-                    continue
-                if not directory:
+                if not os.path.isdir(secret):
+                    if len(parts) == 1:  # a file name is hidden even if it is made later
+                        os.mknod(mask / parts[0], stat.S_IFCHR | 0o600, os.makedev(0, 0))  # overlayfs's whiteout
                     continue
                 for depth in range(1, len(parts)):  # e.g. ssl/ of ssl/private
                     real, layer = Path("/etc", *parts[:depth]), mask.joinpath(*parts[:depth])
@@ -180,10 +178,8 @@ def etc_view() -> Path | None:
                 hidden = mask.joinpath(*parts)
                 hidden.mkdir(mode=0o755)
                 os.setxattr(hidden, _OPAQUE, b"y")
-            data = f"lowerdir={mask}:/etc".encode()
-            if any(c in str(mask) for c in ",:\\") or _libc().mount(
-                    b"overlay", str(view).encode(), b"overlay", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, data) != 0:
-                raise OSError(ctypes.get_errno(), "the overlay mount was refused")
+            if not _overlay(view, f"lowerdir={mask}:/etc", (mask,), _MS_RDONLY):
+                raise OSError("the overlay mount was refused")
         except OSError:
             shutil.rmtree(folder, ignore_errors=True)
             return None
@@ -773,10 +769,17 @@ def mount_overlay(lower: Path, upper: Path, work: Path, target: Path) -> bool:
     through a hard link the agent made (links are made in `upper`, to the copied-up file).
     `redirect_dir=on` lets a directory of `lower` be renamed as on a plain filesystem (without it
     rename(2) of such a directory fails with EXDEV, which `mv` hides and a program's rename does not)."""
-    if not privileged() or any(c in str(path) for path in (lower, upper, work) for c in ",:\\"):
-        return False  # the option string cannot carry these characters unescaped
-    data = f"lowerdir={lower},upperdir={upper},workdir={work},redirect_dir=on".encode()
-    return _libc().mount(b"overlay", str(target).encode(), b"overlay", _MS_NOSUID | _MS_NODEV, data) == 0
+    return privileged() and _overlay(target, f"lowerdir={lower},upperdir={upper},workdir={work},redirect_dir=on",
+                                     (lower, upper, work))
+
+
+def _overlay(target: Path, options: str, paths: tuple[Path, ...], flags: int = 0) -> bool:
+    """Mount an overlay (nosuid, nodev, plus `flags`) at `target` whose `options` name `paths`; False when
+    the kernel refuses it or a path holds a character the option string cannot carry unescaped."""
+    if any(c in str(path) for path in paths for c in ",:\\"):
+        return False
+    return _libc().mount(b"overlay", str(target).encode(), b"overlay", flags | _MS_NOSUID | _MS_NODEV,
+                         options.encode()) == 0
 
 
 def unmount(path: Path) -> None:
