@@ -42,6 +42,8 @@ if [ "${HRBENCH_DOCKER:-1}" = 0 ]; then ignore=(--ignore=tests/docker); fi
 # the built-in tasks beyond two per family, the docker study's `auto` twin) run only when asked:
 # HRBENCH_LONG=1 ./scripts/test.sh
 if [ "${HRBENCH_LONG:-0}" = 1 ]; then marks="slow"; else marks="slow and not long"; fi
-# The slow pass runs one module at a time: it holds the tests that load the machine on purpose (the soak, hostile
-# and starving agents) and the studies they would otherwise slow down past their wall-clock limits.
-.venv/bin/python -m pytest -m "$marks" "${ignore[@]}" || [ $? -eq 5 ]
+# The slow pass on the two workers (each module, and the docker suite, whole on one: the demo and the docker suite
+# start first), then, one module at a time, those marked `serial` (tests/conftest.py: the soak, the hostile and
+# starving agents, the real model): they load the machine on purpose, and a neighbour would measure their load.
+.venv/bin/python -m pytest "${workers[@]}" -m "$marks and not serial" "${ignore[@]}" || [ $? -eq 5 ]
+.venv/bin/python -m pytest -m "$marks and serial" "${ignore[@]}" || [ $? -eq 5 ]

@@ -101,10 +101,18 @@ TESTS = Path(__file__).resolve().parent
 # docs/performance.md) and the two workers finish together. A stale list only costs time, never an outcome.
 DOCKER_GROUP = "docker/"
 LONGEST_FIRST = (
-    "test_demo.py", DOCKER_GROUP, "deploy/test_postgres_deployment.py", "test_soak.py",  # the slow pass
+    "test_demo.py", DOCKER_GROUP, "deploy/test_postgres_deployment.py", "test_plan_pilot.py",  # the slow pass
     "test_matched.py", "deploy/test_lineage.py", "test_pipeline.py", "agents/test_study_e2e.py",  # the default
     "test_checkpoint_variants.py", "test_resume_lock.py", "test_core_boundary.py",
 )
+
+
+# The slow pass runs on the two workers too, but for these modules, which scripts/test.sh runs afterwards one at
+# a time (marked `serial`): they load the machine on purpose and measure how the harness holds up (the soak, the
+# hostile and starving agents), or run a real model whose CPU-bound replies have timeouts.
+SERIAL_MODULES = frozenset({
+    "test_soak.py", "security/test_hostile_agents.py", "security/test_hostile_load.py", "llm_real/test_real_model.py",
+})
 
 
 def worker_group(module: str) -> str:
@@ -142,6 +150,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if (module in NO_STORE_MODULES and item.get_closest_marker("slow") is None
                 and f"{module}::{item.name}" not in STORE_TESTS):
             item.add_marker(pytest.mark.no_store)
+        if module in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
     items.sort(key=lambda item: _start_rank(modules[item]))  # stable: a module's tests keep their order
 
 
