@@ -111,6 +111,22 @@ def test_timeout(run):
     assert "timed out" in r.lines("FAIL slow:")[0]
 
 
+def test_a_command_killed_before_its_timeout_is_not_called_timed_out(run):
+    # exit 137 is SIGKILL: from timeout(1) only when the command ignored TERM (then it counts as timed out), else
+    # from something else, e.g. the OOM killer at the memory bound; expect_fail counts that as failing
+    r = run("""
+        expect_ok killed -- bash -c 'kill -9 $$'
+        expect_fail killed_fails '' -- bash -c 'kill -9 $$'
+        expect_ok stubborn -- bash -c 'trap "" TERM; sleep 30'
+        expect_fail stubborn_fails '' -- bash -c 'trap "" TERM; sleep 30'
+    """, env={"HRBENCH_CHECK_TIMEOUT": "1"})
+    assert "killed by SIGKILL (exit status 137" in r.lines("FAIL killed:")[0]
+    assert "timed out" not in r.lines("FAIL killed:")[0]
+    assert r.status("killed_fails") == "PASS"
+    assert "timed out after 1s" in r.lines("FAIL stubborn:")[0]
+    assert r.status("stubborn_fails") == "FAIL" and "timed out" in r.lines("FAIL stubborn_fails:")[0]
+
+
 def test_expect_file(run, tmp_path):
     write(tmp_path, "full.txt", "x\n")
     (tmp_path / "empty.txt").write_text("")

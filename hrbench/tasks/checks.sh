@@ -331,8 +331,9 @@ untrusted() { # CMD... -> run agent code without access to the reward, the tests
 }
 
 # ---------------------------------------------------------------- running commands
-_hrb_run() { # CMD... -> sets _HRB_OUT (stdout+stderr) and _HRB_RC
+_hrb_run() { # CMD... -> sets _HRB_OUT (stdout+stderr), _HRB_RC and _HRB_STARTED
     [ "$1" = "--" ] && shift
+    _HRB_STARTED=$SECONDS
     if [ $# -eq 0 ]; then _HRB_OUT="no command given"; _HRB_RC=127; return; fi
     if [ "$1" = untrusted ]; then
         shift
@@ -345,11 +346,19 @@ _hrb_run() { # CMD... -> sets _HRB_OUT (stdout+stderr) and _HRB_RC
     _HRB_RC=$?
 }
 
+_hrb_timed_out() { # -> 0 when the check's timeout ended the last command (`_hrb_run` sets _HRB_STARTED)
+    # timeout(1) exits 124, or 137 when the command ignored TERM and was killed 5 s later; a 137 before that
+    # is a SIGKILL from elsewhere (the memory bound's OOM killer), not a timeout
+    [ "$_HRB_RC" -eq 124 ] && return 0
+    local limit="${_HRB_TIMEOUT%.*}"
+    case "$limit" in ''|*[!0-9]*) limit=0 ;; esac  # a timeout with a unit (2m): any late SIGKILL is its
+    [ "$_HRB_RC" -eq 137 ] && [ $((SECONDS - _HRB_STARTED)) -ge $((10#$limit + 4)) ]
+}
+
 _hrb_rcmsg() {
-    case "$_HRB_RC" in
-        124|137) printf 'timed out after %ss' "$_HRB_TIMEOUT" ;;
-        *) printf 'exit status %s' "$_HRB_RC" ;;
-    esac
+    if _hrb_timed_out; then printf 'timed out after %ss' "$_HRB_TIMEOUT"
+    elif [ "$_HRB_RC" -eq 137 ]; then printf 'killed by SIGKILL (exit status 137; the memory bound?)'
+    else printf 'exit status %s' "$_HRB_RC"; fi
 }
 
 _hrb_normlines() { # stdin -> normalised lines (blanks collapsed, no blanks around : and =)
@@ -396,7 +405,7 @@ expect_fail() {
     local name="$1" pat="$2"; shift 2
     _hrb_run "$@"
     if [ "$_HRB_RC" -eq 0 ]; then fail "$name" "command succeeded but must fail; output: $_HRB_OUT"
-    elif [ "$_HRB_RC" -eq 124 ] || [ "$_HRB_RC" -eq 137 ]; then fail "$name" "$(_hrb_rcmsg)"
+    elif _hrb_timed_out; then fail "$name" "$(_hrb_rcmsg)"
     elif _hrb_match "$pat" "$_HRB_OUT"; then pass "$name"
     else fail "$name" "failed ($(_hrb_rcmsg)) but no output line matches '$pat'; output: $_HRB_OUT"; fi
 }
