@@ -17,13 +17,14 @@ state at every boundary); figures are per stage-trial (a rollout of k stages cou
     trials' process tree (rebuilt from perf's fork events) is put in the first category whose kernel
     or user frames match (CATEGORIES, innermost frame first), and its program (comm) is counted.
 
-    .venv/bin/python benchmarks/trial_profile.py [--trials 300] [--task NAME [--stage I | --natural COND]]
+    .venv/bin/python benchmarks/trial_profile.py [--trials 300] [--task NAME [--stage I | --natural COND] | --confined]
                                                  [--frequency 999]
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import re
 import resource
@@ -38,6 +39,7 @@ from pathlib import Path
 
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
 WORKERS = 2
+CONFINED = "<confined>"  # `--confined`: vs_inspect.py's confined side instead of hrbench's trials
 # (category, frame patterns): the first category with a frame matching is the sample's
 CATEGORIES = [
     ("network namespace: create", r"copy_net_ns|setup_net\b"),
@@ -99,6 +101,15 @@ def trial_runner(task_name: str | None, root: Path, stage: int = 0, natural: str
     from hrbench.protocol import CONDITIONS, Budget, CheckpointProtocol
     from hrbench.tasks.loader import load_task
 
+    if task_name == CONFINED:  # vs_inspect.py's confined side: its two sandboxes, no harness around them
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from vs_inspect import confined_trial
+
+        from hrbench.envs.local.confine import area_tempdir
+
+        folder = area_tempdir("profile")  # where the sandbox uid can reach it, as the harness's are
+        atexit.register(shutil.rmtree, folder, True)
+        return "the confined floor (vs_inspect.py)", 1, confined_trial(folder)
     if task_name is None:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from sandbox_overhead import _task
@@ -202,6 +213,8 @@ def main() -> None:
     parser.add_argument("--stage", type=int, default=0, help="the checkpoint trials' stage (0-based index)")
     parser.add_argument("--natural", metavar="CONDITION", help="natural rollouts of the whole task under this "
                                                                "condition instead (baseline, state_repair, ...)")
+    parser.add_argument("--confined", action="store_true", help="vs_inspect.py's confined side instead: the floor's two "
+                        "sandboxes per trial through hrbench's confinement, nothing else of the harness")
     parser.add_argument("--frequency", type=int, default=999, help="perf samples per second per core")
     parser.add_argument("--no-perf", action="store_true", help="totals only (no perf record)")
     parser.add_argument("--compare", nargs="+", metavar="CHECKOUT",
@@ -212,6 +225,8 @@ def main() -> None:
     if args.compare:
         compare(args)
         return
+    if args.confined:
+        args.task = CONFINED
     group = own_cpuacct_group()  # before any thread
     try:
         profile(args, group)

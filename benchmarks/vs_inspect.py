@@ -110,12 +110,12 @@ def run_floor(trials: int) -> float:
     return wall
 
 
-def run_confined(trials: int) -> float:
+def confined_trial(root: Path):
+    """The confined side's trial as a function of its index (True when it passed), each in a folder of `root`."""
     from hrbench.envs.launch_env import LAUNCH_ENV
     from hrbench.envs.local.confine import (
         SandboxLimits,
         TrialCgroup,
-        area_tempdir,
         confined_argv,
         namespace_args,
         new_network_namespace,
@@ -134,7 +134,7 @@ def run_confined(trials: int) -> float:
         group.kill()
         return code
 
-    def one(i: int, root: Path) -> bool:
+    def one(i: int) -> bool:
         work = root / str(i)
         work.mkdir()
         (work / "seed.txt").write_text("41\n")
@@ -150,11 +150,18 @@ def run_confined(trials: int) -> float:
             if netns is not None:
                 os.close(netns)
 
+    return one
+
+
+def run_confined(trials: int) -> float:
+    from hrbench.envs.local.confine import area_tempdir
+
     root = area_tempdir("vs-inspect")  # a folder the sandbox uid can reach, as the harness's are
     try:
+        one = confined_trial(root)
         start = time.perf_counter()
         with ThreadPoolExecutor(WORKERS) as pool:
-            passed = sum(pool.map(lambda i: one(i, root), range(trials)))
+            passed = sum(pool.map(one, range(trials)))
         wall = time.perf_counter() - start
     finally:
         shutil.rmtree(root, ignore_errors=True)
