@@ -91,7 +91,7 @@ def measure(port: int, concurrency: int, waves: int, tmp: Path) -> dict:
     path.write_text(yaml.safe_dump(study))
     run = StudyRun.from_file(path, tmp / f"out-{concurrency}", progress=False)
     task = run.design.task(TASK)
-    run.runner.backend.checkpoint_state(task, 0)  # built once per study: outside the rate
+    run.runner.backend.for_task(task).checkpoint_state(task, 0)  # built once per study: outside the rate
     cpu0, kids0, (busy0, total0) = cpu_seconds(resource.RUSAGE_SELF), cpu_seconds(resource.RUSAGE_CHILDREN), busy_jiffies()
     start = time.perf_counter()
     records = run.runner.run_checkpoint_trials("stub", TASK)
