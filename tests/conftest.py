@@ -109,9 +109,12 @@ LONGEST_FIRST = (
 
 # The slow pass runs on the two workers too, but for these modules, which scripts/test.sh runs afterwards one at
 # a time (marked `serial`): they load the machine on purpose and measure how the harness holds up (the soak, the
-# hostile and starving agents), or run a real model whose CPU-bound replies have timeouts.
+# hostile and starving agents, on either backend), or run a real model whose CPU-bound replies have timeouts.
+# (The docker suite's hostile agents beside another module once met a podman race, a starved container's
+# archive call answered 500, in a clean-clone run.)
 SERIAL_MODULES = frozenset({
     "test_soak.py", "security/test_hostile_agents.py", "security/test_hostile_load.py", "llm_real/test_real_model.py",
+    "docker/test_docker_hostile_agents.py",
 })
 
 
