@@ -39,7 +39,6 @@ from pathlib import Path
 
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
 WORKERS = 2
-CONFINED = "<confined>"  # `--confined`: vs_inspect.py's confined side instead of hrbench's trials
 # (category, frame patterns): the first category with a frame matching is the sample's
 CATEGORIES = [
     ("network namespace: create", r"copy_net_ns|setup_net\b"),
@@ -90,7 +89,8 @@ def release_cpuacct_group(group: Path) -> None:
     group.rmdir()
 
 
-def trial_runner(task_name: str | None, root: Path, stage: int = 0, natural: str | None = None):
+def trial_runner(task_name: str | None, root: Path, stage: int = 0, natural: str | None = None,
+                 confined: bool = False):
     """(task name, stage-trials per trial, one trial as a function of its index; True when it passed), the
     snapshots it starts from built: the oracle's checkpoint trial of `stage`, or its natural rollout of
     every stage under the condition `natural`."""
@@ -101,7 +101,7 @@ def trial_runner(task_name: str | None, root: Path, stage: int = 0, natural: str
     from hrbench.protocol import CONDITIONS, Budget, CheckpointProtocol
     from hrbench.tasks.loader import load_task
 
-    if task_name == CONFINED:  # vs_inspect.py's confined side: its two sandboxes, no harness around them
+    if confined:  # vs_inspect.py's confined side: its two sandboxes, no harness around them
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from vs_inspect import confined_trial
 
@@ -225,8 +225,6 @@ def main() -> None:
     if args.compare:
         compare(args)
         return
-    if args.confined:
-        args.task = CONFINED
     group = own_cpuacct_group()  # before any thread
     try:
         profile(args, group)
@@ -260,7 +258,7 @@ def compare(args: argparse.Namespace) -> None:
 def profile(args: argparse.Namespace, group: Path | None) -> None:
     """Run the trials, print the totals and the breakdown."""
     with tempfile.TemporaryDirectory() as tmp:
-        name, per_trial, one = trial_runner(args.task, Path(tmp), args.stage, args.natural)
+        name, per_trial, one = trial_runner(args.task, Path(tmp), args.stage, args.natural, args.confined)
         for i in range(4):
             assert one(-1 - i), "warm-up trial failed"
         load0 = Path("/proc/loadavg").read_text().split()[0]

@@ -91,6 +91,7 @@ export PATH=/usr/bin:/bin:/usr/sbin:/sbin PYTHONNOUSERSITE=1 PYTHONSAFEPATH=1
 _HRB_NPASS=0
 _HRB_NFAIL=0
 _HRB_TIMEOUT="${HRBENCH_CHECK_TIMEOUT:-120}"
+_HRB_KILL_AFTER=5  # seconds timeout(1) waits after TERM before it sends KILL (`timeout -k`)
 _HRB_LOGROOT="${HRBENCH_LOGS:-/logs}"
 _HRB_LOGDIR="$_HRB_LOGROOT/verifier"
 # Builtins wherever a builtin can do it, from here to `finish`: every verifier runs this code, and
@@ -327,7 +328,7 @@ untrusted() { # CMD... -> run agent code without access to the reward, the tests
         return 126
     fi
     _hrb_sandbox_argv "$_HRB_SANDBOX"
-    /usr/bin/timeout -k 5 "$_HRB_TIMEOUT" "${_HRB_ARGV[@]}" "$@"
+    /usr/bin/timeout -k "$_HRB_KILL_AFTER" "$_HRB_TIMEOUT" "${_HRB_ARGV[@]}" "$@"
 }
 
 # ---------------------------------------------------------------- running commands
@@ -342,17 +343,18 @@ _hrb_run() { # CMD... -> sets _HRB_OUT (stdout+stderr), _HRB_RC and _HRB_STARTED
         return
     fi
     if [ $# -eq 1 ]; then set -- bash -c "$1"; fi
-    _HRB_OUT="$(timeout -k 5 "$_HRB_TIMEOUT" "$@" </dev/null 2>&1)"
+    _HRB_OUT="$(timeout -k "$_HRB_KILL_AFTER" "$_HRB_TIMEOUT" "$@" </dev/null 2>&1)"
     _HRB_RC=$?
 }
 
 _hrb_timed_out() { # -> 0 when the check's timeout ended the last command (`_hrb_run` sets _HRB_STARTED)
-    # timeout(1) exits 124, or 137 when the command ignored TERM and was killed 5 s later; a 137 before that
-    # is a SIGKILL from elsewhere (the memory bound's OOM killer), not a timeout
+    # timeout(1) exits 124, or 137 when the command ignored TERM and was killed _HRB_KILL_AFTER s later (at
+    # least that less one by `SECONDS`, whole seconds); a 137 before that is a SIGKILL from elsewhere (the
+    # memory bound's OOM killer), not a timeout
     [ "$_HRB_RC" -eq 124 ] && return 0
     local limit="${_HRB_TIMEOUT%.*}"
     case "$limit" in ''|*[!0-9]*) limit=0 ;; esac  # a timeout with a unit (2m): any late SIGKILL is its
-    [ "$_HRB_RC" -eq 137 ] && [ $((SECONDS - _HRB_STARTED)) -ge $((10#$limit + 4)) ]
+    [ "$_HRB_RC" -eq 137 ] && [ $((SECONDS - _HRB_STARTED)) -ge $((10#$limit + _HRB_KILL_AFTER - 1)) ]
 }
 
 _hrb_rcmsg() {
