@@ -193,6 +193,36 @@ def test_an_agent_that_uses_up_the_container_fails_its_stage_and_cannot_veto_it(
         environment.close()
 
 
+def test_an_engine_that_fails_to_put_the_tests_in_a_starved_container_is_the_agents_failure(
+        backend: DockerBackend, monkeypatch):
+    # podman answers the tests' archive call with a 500 when the agent's use of the container just killed its
+    # init (it joins the namespaces of a process that is gone): the same as an exec that cannot start
+    import docker
+
+    small = DockerBackend(backend.cache_dir, docker_host=backend.docker_host, pids_limit=24)
+    task = load_task(TINY_TASK)
+    environment = small.start(task, 1)
+    api = small.client.api
+    real_put, failed = api.put_archive, []
+
+    def put_archive(container, path, data):
+        if not failed:
+            failed.append(path)
+            raise docker.errors.APIError("500 Server Error: injected: open /proc/2784/ns/mnt: no such file or directory")
+        return real_put(container, path, data)
+
+    try:
+        exhaust_processes(environment)
+        monkeypatch.setattr(api, "put_archive", put_archive)
+        result = environment.verify(task.stages[1])
+        assert failed == ["/"]
+        assert result.error is None and not result.passed, result
+        assert (result.agent_fault or "").startswith("the agent used up the container's processes or memory"), result
+    finally:
+        monkeypatch.undo()
+        environment.close()
+
+
 def test_agent_processes_are_gone_before_the_verifier_runs(env: DockerEnvironment):
     stage = env.task.stages[1]
     # a forger left running: it would rewrite the verifier and its reward the moment they appear

@@ -600,12 +600,14 @@ class DockerEnvironment(StagedEnvironment):
             """The tests put in (under a new name and nonce: a first attempt cut short may have moved
             them already) and verify.sh run once: (its run, the folder, the nonce)."""
             top, nonce = f".hrbench-verify-{secrets.token_hex(8)}", f"HRBENCH-{secrets.token_hex(16)}"
-            self.backend.client.api.put_archive(self.container_id, "/", _tests_tar(self.task, stage, top, nonce))
             argv = ["bash", "-c", _VERIFY, "hrbench", _REAPER, f"/{top}", f"{limit:.3f}", _numeric(self.user), *paths]
             try:
+                # the engine fails the archive call too when the agent's memory use just killed the init: podman
+                # joins the namespaces of a process that is gone ("open /proc/PID/ns/mnt"), a 500
+                self.backend.client.api.put_archive(self.container_id, "/", _tests_tar(self.task, stage, top, nonce))
                 return self._run(argv, "0", limit + 60, env), top, nonce
-            except docker.errors.APIError as exc:  # the engine could not create or start the exec (a dead init)
-                return (ExecResult(exit_code=-1, output=f"hrbench: the verification's exec failed: {exc}",
+            except docker.errors.APIError as exc:  # the engine could not put the tests in, or create or start the exec
+                return (ExecResult(exit_code=-1, output=f"hrbench: the verification could not start: {exc}",
                                    duration_s=0.0), top, nonce)
 
         run, top, nonce = attempt()
