@@ -63,6 +63,34 @@ def test_a_launcher_binary_writable_by_others_is_refused(tmp_path: Path, monkeyp
         confine.launcher.cache_clear()
 
 
+def _interpreter(binary: Path) -> bool:
+    """Whether an ELF binary names a dynamic loader (a PT_INTERP program header)."""
+    data = binary.read_bytes()
+    offset, size, count = (int.from_bytes(data[a:a + n], "little") for a, n in ((0x20, 8), (0x36, 2), (0x38, 2)))
+    return any(int.from_bytes(data[offset + i * size:offset + i * size + 4], "little") == 3 for i in range(count))
+
+
+@pytest.mark.skipif(confine.launcher() is None, reason="no C compiler: the sh + setpriv launcher is in use")
+@pytest.mark.parametrize("static_archive", [True, False])
+def test_the_launcher_is_linked_statically_where_it_can_be_and_works_either_way(tmp_path: Path, monkeypatch,
+                                                                                 static_archive: bool):
+    area = tmp_path / "area"
+    area.mkdir(mode=0o711)
+    monkeypatch.setattr(confine, "sandbox_area", lambda: area)
+    if not static_archive:  # a static link that fails, as where the C library's archive is not installed
+        monkeypatch.setattr(confine, "_LAUNCH_BUILDS", (("-O2", "-Wall", "-static", "-lhrbench-missing"),
+                                                        *confine._LAUNCH_BUILDS[1:]))
+    confine.launcher.cache_clear()
+    try:
+        binary = Path(confine.launcher())
+        libc_archive = any(Path(d, "libc.a").exists() for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"))
+        assert _interpreter(binary) == (not static_archive or not libc_archive)
+        proc = _run([str(binary), "--", "/bin/echo", "launched"])
+        assert proc.returncode == 0 and proc.stdout == "launched\n", proc.stderr
+    finally:
+        confine.launcher.cache_clear()
+
+
 def _status_inside(tmp_path: Path) -> list[str]:
     env = LocalBackend(tmp_path / "cache").start(load_task(TINY_TASK), 0)
     try:

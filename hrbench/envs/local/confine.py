@@ -592,6 +592,9 @@ def _write(path: Path, text: str) -> None:
 # -- the launcher ---------------------------------------------------------------------------------
 
 _LAUNCH_SOURCE = Path(__file__).with_name("launch.c")
+# Linked statically where the C library's archive is installed: every sandbox execs the launcher, and a static
+# one skips the dynamic loader's work at each exec (docs/performance.md); otherwise linked dynamically
+_LAUNCH_BUILDS = (("-O2", "-Wall", "-static"), ("-O2", "-Wall"))
 
 
 @functools.lru_cache(maxsize=1)
@@ -600,7 +603,7 @@ def launcher() -> str | None:
     area; None where no C compiler is installed or it cannot build the launcher (the launcher is
     then `sh` + `setpriv`: the same steps in two more execs, about 2 ms more CPU per sandboxed
     process, docs/security.md)."""
-    source = _LAUNCH_SOURCE.read_bytes()
+    source = _LAUNCH_SOURCE.read_bytes() + repr(_LAUNCH_BUILDS).encode()  # a new way to build it: a new binary
     folder = sandbox_area() / "launcher"
     binary = folder / f"launch-{hashlib.sha256(source).hexdigest()[:16]}"
     if not binary.exists():
@@ -609,8 +612,11 @@ def launcher() -> str | None:
             return None
         folder.mkdir(mode=0o755, exist_ok=True)
         building = folder / f".{binary.name}-{os.getpid()}-{threading.get_ident()}"
-        built = subprocess.run([compiler, "-O2", "-Wall", "-o", str(building), str(_LAUNCH_SOURCE)], env=LAUNCH_ENV,
-                               capture_output=True, text=True, check=False)
+        for flags in _LAUNCH_BUILDS:
+            built = subprocess.run([compiler, *flags, "-o", str(building), str(_LAUNCH_SOURCE)], env=LAUNCH_ENV,
+                                   capture_output=True, text=True, check=False)
+            if built.returncode == 0:
+                break
         if built.returncode != 0:  # e.g. a compiler without the C library's headers: same steps, two execs
             building.unlink(missing_ok=True)
             return None
