@@ -79,6 +79,34 @@ def test_memory_limit_stops_a_hungry_process(tmp_path: Path):
         env.close()
 
 
+# A harness that is its container's PID 1 (a trial step pod without an init): the processes orphaned below it
+# come to it, and it reaps only the children it started.
+_PID_1_HARNESS = """
+import ctypes, os, sys
+from pathlib import Path
+from hrbench.envs.local import LocalBackend, SandboxLimits
+from hrbench.tasks.loader import load_task
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+env = LocalBackend(Path(sys.argv[1]), limits=SandboxLimits(max_pids=16)).start(load_task(sys.argv[2]), 0)
+try:
+    codes = [env.exec("true", 10).exit_code for _ in range(40)]
+    print(codes.count(0), os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT))  # None: no child left to reap
+finally:
+    env.close()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the trial's process bound is a pids cgroup as root")
+def test_a_sandbox_leaves_no_process_for_its_host_to_reap(tmp_path: Path):
+    # more sandboxes in one trial than its process bound: each must be gone, not left to whoever reaps orphans
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _PID_1_HARNESS, str(tmp_path / "cache"), str(TINY_TASK)], cwd=REPO,
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    assert out.split() == ["40", "None"], out
+
+
 def test_verifier_sees_tests_but_they_are_gone_afterwards(env: LocalEnvironment):
     stage = load_task(TINY_TASK).stage("double")
     assert env.verify(stage).reward == 0.0  # nothing done yet

@@ -16,7 +16,8 @@ tables of a Python process of some hundred MB, where these execs start from vfor
 So the sandbox never holds host-root power: as root, bwrap itself starts as the dedicated
 unprivileged uid `SANDBOX_UID` with no capabilities, and the sandbox's capabilities live in a
 user namespace that owns none of the host's mounts, sysctls or files. bwrap starts with an empty
-environment (the sandbox's pid 1 is a copy of it, so /proc/1/environ inside holds nothing).
+environment (the sandbox's pid 1 is its command, started with the cleared environment and the task's
+variables only, so /proc/1/environ inside holds no host secret).
 
 Limits are per trial where the host allows (a cgroup per trial: memory, pids, cpu) and per process
 otherwise (RLIMIT_AS, RLIMIT_NPROC); CPU time is also bounded per process (RLIMIT_CPU); every writable mount of
@@ -234,7 +235,12 @@ def namespace_args(*, network: bool = False, nested_userns: bool = False, env: d
     namespace but that one (`--unshare-all` less `--unshare-net`)."""
     unshare = ["--unshare-user-try", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"] \
         if joined_netns else ["--unshare-all"]
-    args = ["--remount-ro", "/", *unshare, "--unshare-user", "--die-with-parent", "--new-session"]
+    # --as-pid-1: the command is the pid namespace's init, not a child of bwrap's own reaper. That reaper
+    # outlives bwrap (bwrap exits on the command's status without waiting for it), so every sandbox left a
+    # process for the host's init to reap, counted against the trial's process bound until then: forever
+    # where that init is the harness itself (a container's PID 1 reaps nothing it did not start). One
+    # process fewer per sandbox, too (docs/performance.md).
+    args = ["--remount-ro", "/", *unshare, "--unshare-user", "--as-pid-1", "--die-with-parent", "--new-session"]
     if network:
         args.append("--share-net")
     if not nested_userns:  # a verifier may nest bwrap (to run agent code without /logs); agents need not
@@ -633,7 +639,7 @@ def confined_argv(bwrap_args: list[str], command: list[str], limits: SandboxLimi
                   cgroup: TrialCgroup | None, netns: int | None = None) -> list[str]:
     """The full command line: join the trial's cgroups, set rlimits, drop to SANDBOX_UID, bwrap.
 
-    Run it with `env=LAUNCH_ENV` (so the sandbox's pid 1 holds no host secret) and
+    Run it with `env=LAUNCH_ENV` (so no process of the launch holds a host secret) and
     `start_new_session=True` (so killing its process group ends bwrap, and with it the sandbox's
     pid namespace). `netns` (from `new_network_namespace`, so only with the compiled launcher) is
     joined by the launcher: pass it to the process (`pass_fds`) and build `bwrap_args` with
