@@ -17,7 +17,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from hrbench.envs.launch_env import LAUNCH_ENV
@@ -47,27 +46,26 @@ def without(args: list[str], part: list[str]) -> list[str]:
     raise ValueError(f"{part} is not in the command line")
 
 
-def variants(work: Path) -> dict[str, Callable[[], list[str]]]:
+def variants(work: Path, joined_netns: bool) -> dict[str, list[str]]:
     """bwrap arguments of each variant (the confined agent sandbox first)."""
     mounts = root_mounts(LIMITS)
     app = ["--bind", str(work), "/app"]
-    tail = namespace_args(chdir="/app", joined_netns=True)
+    tail = namespace_args(chdir="/app", joined_netns=joined_netns)
     confined = mounts + app + tail
     etc = mounts.index("/etc")
+    tmp = ["--size", str(LIMITS.tmp_mb * _MB), "--tmpfs", "/tmp"]
+    shm = ["--size", str(LIMITS.shm_mb * _MB), "--tmpfs", "/dev/shm"]
     extra_binds = [a for k in range(4) for a in ("--bind", str(work), f"/x{k}")]  # as many as a verifier's
     return {
-        "confined (agent)": lambda: confined,
-        "verifier (nested user namespaces allowed)": lambda: mounts + app + namespace_args(
-            nested_userns=True, chdir="/app", joined_netns=True),
-        "- the sized root tmpfs": lambda: without(confined, ["--size", str(1 << 20), "--tmpfs", "/"]),
-        "- the /etc bind": lambda: without(confined, mounts[etc - 2:etc + 1]),
-        "- the sized /tmp and /dev/shm": lambda: without(without(confined, [
-            "--size", str(LIMITS.tmp_mb * _MB), "--tmpfs", "/tmp"]), ["--size", str(LIMITS.shm_mb * _MB), "--tmpfs",
-                                                                     "/dev/shm"]),
-        "- the read-only / and /dev": lambda: without(without(confined, ["--remount-ro", "/dev"]),
-                                                      ["--remount-ro", "/"]),
-        "- --as-pid-1 (bwrap's own reaper)": lambda: without(confined, ["--as-pid-1"]),
-        "+ four binds": lambda: mounts + app + extra_binds + tail,
+        "confined (agent)": confined,
+        "verifier (nested user namespaces allowed)": mounts + app + namespace_args(
+            nested_userns=True, chdir="/app", joined_netns=joined_netns),
+        "- the sized root tmpfs": without(confined, ["--size", str(1 << 20), "--tmpfs", "/"]),
+        "- the /etc bind": without(confined, mounts[etc - 2:etc + 1]),
+        "- the sized /tmp and /dev/shm": without(without(confined, tmp), shm),
+        "- the read-only / and /dev": without(without(confined, ["--remount-ro", "/dev"]), ["--remount-ro", "/"]),
+        "- --as-pid-1 (bwrap's own reaper)": without(confined, ["--as-pid-1"]),
+        "+ four binds": mounts + app + extra_binds + tail,
     }
 
 
@@ -95,14 +93,14 @@ def main() -> None:
                 raise SystemExit(f"a sandbox failed ({done.returncode}): {done.stderr.strip()}")
         trial.kill()
 
-    made = variants(work)
+    made = variants(work, joined_netns=netns is not None)
     ms: dict[str, list[float]] = {name: [] for name in made}
     try:
         for r in range(args.rounds):
             for name, bwrap_args in made.items():
-                run(bwrap_args(), 10)  # warm
+                run(bwrap_args, 10)  # warm
                 before = int(usage.read_text())
-                run(bwrap_args(), args.sandboxes)
+                run(bwrap_args, args.sandboxes)
                 ms[name].append((int(usage.read_text()) - before) / args.sandboxes / 1e6)
             print(f"round {r + 1}: " + ", ".join(f"{name} {v[-1]:.2f}" for name, v in ms.items()), flush=True)
     finally:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -99,9 +101,6 @@ finally:
 @pytest.mark.skipif(os.geteuid() != 0, reason="the trial's process bound is a pids cgroup as root")
 def test_a_sandbox_leaves_no_process_for_its_host_to_reap(tmp_path: Path):
     # more sandboxes in one trial than its process bound: each must be gone, not left to whoever reaps orphans
-    import subprocess
-    import sys
-
     out = subprocess.run([sys.executable, "-c", _PID_1_HARNESS, str(tmp_path / "cache"), str(TINY_TASK)], cwd=REPO,
                          capture_output=True, text=True, timeout=120, check=True).stdout
     assert out.split() == ["40", "None"], out

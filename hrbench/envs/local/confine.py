@@ -609,9 +609,9 @@ def launcher() -> str | None:
     area; None where no C compiler is installed or it cannot build the launcher (the launcher is
     then `sh` + `setpriv`: the same steps in two more execs, about 2 ms more CPU per sandboxed
     process, docs/security.md)."""
-    source = _LAUNCH_SOURCE.read_bytes() + repr(_LAUNCH_BUILDS).encode()  # a new way to build it: a new binary
+    recipe = _LAUNCH_SOURCE.read_bytes() + repr(_LAUNCH_BUILDS).encode()  # a new way to build it: a new binary
     folder = sandbox_area() / "launcher"
-    binary = folder / f"launch-{hashlib.sha256(source).hexdigest()[:16]}"
+    binary = folder / f"launch-{hashlib.sha256(recipe).hexdigest()[:16]}"
     if not binary.exists():
         compiler = shutil.which("cc", path=SANDBOX_PATH) or shutil.which("gcc", path=SANDBOX_PATH)
         if compiler is None:
